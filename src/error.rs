@@ -1,0 +1,96 @@
+//! One error type for the whole extension.
+//!
+//! Every message starts with the SQL function that failed and names the offending value, so
+//! a user reading it in the CLI knows what to fix without reading our code.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// A parameter that must be a constant non-NULL value was NULL.
+    NullArgument { function: &'static str, parameter: &'static str },
+    /// The source string is neither a table/view name nor a file path we can read.
+    BadSource { source: String, reason: String },
+    /// The named table/view/file does not exist (or is not visible to our connection).
+    SourceNotFound { source: String, detail: String },
+    /// A required column is absent from the source.
+    MissingColumn { source: String, column: &'static str, found: Vec<String> },
+    /// A column has a type we refuse to convert silently.
+    WrongType { source: String, column: &'static str, found: String, expected: &'static str },
+    /// A row violates the serving contract (NULL key, bad date, duplicate order, ...).
+    BadRow { source: String, problem: String },
+    /// The serving tables have not been built in this database yet.
+    NotBuilt { function: &'static str },
+    /// An identifier (e.g. a Paimon table name) is malformed.
+    BadIdentifier { function: &'static str, name: String, reason: String },
+    /// The extension's own connection is gone (the database is being closed).
+    Closed,
+    /// DuckDB reported an error while running our SQL; `context` says what we were doing.
+    DuckDb { context: String, message: String },
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NullArgument { function, parameter } => {
+                write!(f, "{function}: parameter '{parameter}' must not be NULL")
+            }
+            Error::BadSource { source, reason } => {
+                write!(f, "serving: source '{source}' is not usable: {reason}")
+            }
+            Error::SourceNotFound { source, detail } => write!(
+                f,
+                "serving: source '{source}' does not exist or cannot be read ({detail}). Note: streamhouse \
+                 reads through its own connection, so TEMP tables and uncommitted rows of your session are \
+                 not visible to it"
+            ),
+            Error::MissingColumn { source, column, found } => write!(
+                f,
+                "serving: source '{source}' has no column '{column}' (found: {})",
+                found.join(", ")
+            ),
+            Error::WrongType { source, column, found, expected } => write!(
+                f,
+                "serving: column '{column}' of source '{source}' has type {found}, expected {expected}"
+            ),
+            Error::BadRow { source, problem } => write!(f, "serving: source '{source}': {problem}"),
+            Error::NotBuilt { function } => write!(
+                f,
+                "{function}: the serving tables do not exist yet; run serving_build(source) first"
+            ),
+            Error::BadIdentifier { function, name, reason } => {
+                write!(f, "{function}: invalid table name '{name}': {reason}")
+            }
+            Error::Closed => write!(
+                f,
+                "streamhouse: the extension's connection to this database was released because every \
+                 other connection closed; reopen the database and LOAD streamhouse again"
+            ),
+            Error::DuckDb { context, message } => write!(f, "{context}: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// DuckDB's Rust binding appends "Error code 1: Unknown error code"-style noise; keep only the message.
+pub fn clean_duckdb_message(e: &duckdb::Error) -> String {
+    match e {
+        duckdb::Error::DuckDBFailure(_, Some(msg)) => msg.clone(),
+        other => {
+            let s = other.to_string();
+            match s.find("Error code ") {
+                Some(i) if i > 0 => s[..i].trim_end_matches([':', ' ']).to_string(),
+                _ => s,
+            }
+        }
+    }
+}
+
+impl Error {
+    pub fn duckdb(context: impl Into<String>, e: &duckdb::Error) -> Self {
+        Error::DuckDb { context: context.into(), message: clean_duckdb_message(e) }
+    }
+}

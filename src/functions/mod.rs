@@ -1,0 +1,25 @@
+//! Thin FFI layer: one file per SQL function, each turning DuckDB callbacks into calls of the
+//! pure modules. `register_all` is the only thing the entrypoint calls.
+
+mod paimon_tier_ddl;
+mod paimon_tier_upsert;
+mod serving_build;
+mod serving_dashboard;
+mod serving_explain;
+mod serving_olap;
+pub mod rows;
+mod scalar;
+
+use duckdb::Connection;
+
+use crate::session::SharedSession;
+
+pub fn register_all(con: &Connection, session: &SharedSession) -> duckdb::Result<()> {
+    con.register_table_function_with_extra_info::<serving_build::ServingBuild, _>("serving_build", session)?;
+    con.register_table_function_with_extra_info::<serving_dashboard::ServingDashboard, _>("serving_dashboard", session)?;
+    con.register_table_function_with_extra_info::<serving_olap::ServingOlap, _>("serving_olap", session)?;
+    con.register_table_function_with_extra_info::<serving_explain::ServingExplain, _>("serving_explain", session)?;
+    con.register_scalar_function::<paimon_tier_ddl::PaimonTierDdl>("paimon_tier_ddl")?;
+    con.register_scalar_function::<paimon_tier_upsert::PaimonTierUpsert>("paimon_tier_upsert")?;
+    Ok(())
+}

@@ -1,0 +1,25 @@
+//! `paimon_tier_ddl(name VARCHAR) -> VARCHAR`: the Paimon lake-table DDL for a Fluss tier.
+
+use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
+use duckdb::vscalar::{ScalarFunctionSignature, VScalar};
+use duckdb::vtab::arrow::WritableVector;
+
+use super::scalar::map_rows;
+use crate::tier;
+
+pub struct PaimonTierDdl;
+
+impl VScalar for PaimonTierDdl {
+    type State = ();
+
+    fn invoke(_: &(), input: &mut DataChunkHandle, output: &mut dyn WritableVector) -> Result<(), Box<dyn std::error::Error>> {
+        map_rows(input, output, |a| tier::tier_ddl(&a.text(0)))
+    }
+
+    fn signatures() -> Vec<ScalarFunctionSignature> {
+        vec![ScalarFunctionSignature::exact(
+            vec![LogicalTypeHandle::from(LogicalTypeId::Varchar)],
+            LogicalTypeHandle::from(LogicalTypeId::Varchar),
+        )]
+    }
+}

@@ -1,0 +1,131 @@
+//! Materialized result rows of a table function and their emission into DuckDB data chunks.
+//! Our results are small (a summary row, one company's days), so they are computed in `init`
+//! and streamed out in vector-sized chunks by `func`.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
+use duckdb::vtab::{BindInfo, InitInfo};
+
+use crate::error::{Error, Result};
+use crate::session::SharedSession;
+
+/// DuckDB's standard vector size: a chunk never holds more rows than this.
+const CHUNK: usize = 2048;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    Null,
+    BigInt(i64),
+    HugeInt(i128),
+    /// Days since 1970-01-01.
+    Date(i32),
+    Double(f64),
+    Bool(bool),
+    Text(String),
+}
+
+impl<T: Into<Cell>> From<Option<T>> for Cell {
+    fn from(v: Option<T>) -> Cell {
+        v.map_or(Cell::Null, Into::into)
+    }
+}
+impl From<i64> for Cell {
+    fn from(v: i64) -> Cell {
+        Cell::BigInt(v)
+    }
+}
+impl From<i128> for Cell {
+    fn from(v: i128) -> Cell {
+        Cell::HugeInt(v)
+    }
+}
+impl From<f64> for Cell {
+    fn from(v: f64) -> Cell {
+        Cell::Double(v)
+    }
+}
+impl From<bool> for Cell {
+    fn from(v: bool) -> Cell {
+        Cell::Bool(v)
+    }
+}
+impl From<String> for Cell {
+    fn from(v: String) -> Cell {
+        Cell::Text(v)
+    }
+}
+
+/// Declares result columns at bind time.
+pub fn declare(bind: &BindInfo, columns: &[(&str, LogicalTypeId)]) {
+    for (name, ty) in columns {
+        bind.add_result_column(name, LogicalTypeHandle::from(*ty));
+    }
+}
+
+/// The single VARCHAR parameter `name` of `function`, refusing NULL.
+pub fn text_param(bind: &BindInfo, function: &'static str, name: &'static str) -> Result<String> {
+    let v = bind.get_parameter(0);
+    if v.is_null() {
+        return Err(Error::NullArgument { function, parameter: name });
+    }
+    Ok(v.to_string())
+}
+
+/// The session passed as extra info at registration.
+pub fn session(init: &InitInfo) -> SharedSession {
+    // SAFETY: every table function is registered with a `SharedSession` as extra info
+    // (functions::register_all), which DuckDB keeps alive as long as the function exists.
+    unsafe { (*init.get_extra_info::<SharedSession>()).clone() }
+}
+
+/// The bind data of a function whose `BindData` is `T`.
+pub fn bind_data<T>(init: &InitInfo) -> &T {
+    // SAFETY: the vtab glue stores a boxed `T` as bind data before init runs and frees it only
+    // after the function's execution ends, which outlives this borrow.
+    unsafe { &*init.get_bind_data::<T>() }
+}
+
+pub struct Rows {
+    rows: Vec<Vec<Cell>>,
+    next: AtomicUsize,
+}
+
+impl Rows {
+    pub fn new(rows: Vec<Vec<Cell>>) -> Self {
+        Rows { rows, next: AtomicUsize::new(0) }
+    }
+
+    /// Writes the next chunk of rows into `output` (zero rows once exhausted).
+    pub fn emit(&self, output: &mut DataChunkHandle) {
+        let start = self.next.load(Ordering::Relaxed).min(self.rows.len());
+        let end = (start + CHUNK).min(self.rows.len());
+        self.next.store(end, Ordering::Relaxed);
+        let batch = &self.rows[start..end];
+        for col in 0..output.num_columns() {
+            let mut vector = output.flat_vector(col);
+            for (i, row) in batch.iter().enumerate() {
+                // SAFETY (all slices): `i < batch.len() <= CHUNK`, the vector's capacity, and
+                // each variant matches the column type declared for it at bind time.
+                match &row[col] {
+                    Cell::Null => vector.set_null(i),
+                    Cell::BigInt(v) => unsafe { vector.as_mut_slice_with_len::<i64>(CHUNK)[i] = *v },
+                    Cell::HugeInt(v) => unsafe { vector.as_mut_slice_with_len::<i128>(CHUNK)[i] = *v },
+                    Cell::Date(v) => unsafe { vector.as_mut_slice_with_len::<i32>(CHUNK)[i] = *v },
+                    Cell::Double(v) => unsafe { vector.as_mut_slice_with_len::<f64>(CHUNK)[i] = *v },
+                    Cell::Bool(v) => unsafe { vector.as_mut_slice_with_len::<bool>(CHUNK)[i] = *v },
+                    Cell::Text(s) => vector.insert(i, s.as_str()),
+                }
+            }
+        }
+        output.set_len(batch.len());
+    }
+}
+
+/// Dashboard-shaped rows: (order_day DATE, revenue HUGEINT).
+pub fn day_revenue_rows(rows: Vec<crate::serving::DayRevenue>) -> Rows {
+    Rows::new(rows.into_iter().map(|(d, r)| vec![Cell::Date(d), Cell::HugeInt(r)]).collect())
+}
+
+pub const DAY_REVENUE: [(&str, LogicalTypeId); 2] =
+    [("order_day", LogicalTypeId::Date), ("revenue", LogicalTypeId::Hugeint)];

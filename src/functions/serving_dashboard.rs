@@ -1,0 +1,39 @@
+//! `serving_dashboard(company VARCHAR)`: (order_day, revenue) for one company, revenue DESC then day.
+//! Reads only mart_daily, through a cached prepared statement with the company bound.
+
+use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
+use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
+
+use super::rows::{self, Rows};
+use crate::serving;
+
+pub struct ServingDashboard;
+
+pub struct Bind {
+    company: String,
+}
+
+impl VTab for ServingDashboard {
+    type BindData = Bind;
+    type InitData = Rows;
+
+    fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
+        rows::declare(bind, &rows::DAY_REVENUE);
+        Ok(Bind { company: rows::text_param(bind, "serving_dashboard", "company")? })
+    }
+
+    fn init(init: &InitInfo) -> Result<Rows, Box<dyn std::error::Error>> {
+        let company = &rows::bind_data::<Bind>(init).company;
+        let result = rows::session(init).with(|conn| serving::dashboard(conn, company))?;
+        Ok(rows::day_revenue_rows(result))
+    }
+
+    fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {
+        func.get_init_data().emit(output);
+        Ok(())
+    }
+
+    fn parameters() -> Option<Vec<LogicalTypeHandle>> {
+        Some(vec![LogicalTypeHandle::from(LogicalTypeId::Varchar)])
+    }
+}

@@ -1,0 +1,24 @@
+//! streamhouse: the OLAP serving layer of a Paimon/Fluss streamhouse, as a DuckDB extension.
+//!
+//! Pure logic lives in plain modules (`source`, `schema`, `tier`, `quote`); `serving` runs it on
+//! the extension's connection (`session`); `functions` is the thin FFI layer.
+
+pub mod error;
+mod functions;
+pub mod quote;
+pub mod schema;
+pub mod serving;
+mod session;
+pub mod source;
+pub mod tier;
+
+use duckdb::{duckdb_entrypoint_c_api, Connection};
+
+/// Called by DuckDB on `LOAD`. The connection clone must happen here: the database handle
+/// behind `con` is only valid until this function returns.
+#[duckdb_entrypoint_c_api(ext_name = "streamhouse", min_duckdb_version = "v1.2.0")]
+pub fn extension_entrypoint(con: Connection) -> Result<(), Box<dyn std::error::Error>> {
+    let session = session::Session::start(con.try_clone()?);
+    functions::register_all(&con, &session)?;
+    Ok(())
+}

@@ -1,0 +1,230 @@
+//! The serving contract: which source columns we need, which types we accept for them, and
+//! the SQL that turns a source relation into `fct_orders` rows. Pure logic, unit-tested.
+
+use crate::error::{Error, Result};
+use crate::quote;
+
+pub const FACT: &str = "fct_orders";
+pub const MART: &str = "mart_daily";
+pub const META: &str = "serving_meta";
+
+const INTEGER_TYPES: [&str; 10] = [
+    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+    "UHUGEINT",
+];
+const INTEGER: &str = "an integer type (TINYINT..HUGEINT, or DECIMAL with scale 0)";
+
+fn is_integer_type(t: &str) -> bool {
+    let t = t.to_ascii_uppercase();
+    INTEGER_TYPES.contains(&t.as_str()) || (t.starts_with("DECIMAL(") && t.ends_with(",0)"))
+}
+
+/// How `order_day` arrives: already a DATE, or text that must parse as YYYY-MM-DD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DayKind {
+    Date,
+    Text,
+}
+
+/// The four serving columns as they are spelled in the source, plus how order_day arrives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceColumns {
+    pub order_id: String,
+    pub company: String,
+    pub order_day: String,
+    pub revenue: String,
+    pub day_kind: DayKind,
+    /// Name of an optional boolean `deleted` column (refresh change sets only).
+    pub deleted: Option<String>,
+}
+
+/// Matches the described columns `(name, type)` of `source` against the contract.
+pub fn match_columns(source: &str, described: &[(String, String)], allow_deleted: bool) -> Result<SourceColumns> {
+    let find = |column: &'static str| -> Result<(String, String)> {
+        described
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(column))
+            .cloned()
+            .ok_or_else(|| Error::MissingColumn {
+                source: source.into(),
+                column,
+                found: described.iter().map(|(n, t)| format!("{n} {t}")).collect(),
+            })
+    };
+    let wrong = |column: &'static str, found: &str, expected: &'static str| Error::WrongType {
+        source: source.into(),
+        column,
+        found: found.into(),
+        expected,
+    };
+    let (order_id, t) = find("order_id")?;
+    if !is_integer_type(&t) {
+        return Err(wrong("order_id", &t, INTEGER));
+    }
+    let (company, t) = find("company")?;
+    if !t.eq_ignore_ascii_case("VARCHAR") {
+        return Err(wrong("company", &t, "VARCHAR"));
+    }
+    let (order_day, t) = find("order_day")?;
+    let day_kind = match t.to_ascii_uppercase().as_str() {
+        "DATE" => DayKind::Date,
+        "VARCHAR" => DayKind::Text,
+        _ => return Err(wrong("order_day", &t, "DATE or 'YYYY-MM-DD' text (VARCHAR)")),
+    };
+    let (revenue, t) = find("revenue")?;
+    if !is_integer_type(&t) {
+        return Err(wrong("revenue", &t, INTEGER));
+    }
+    let deleted = match described.iter().find(|(n, _)| n.eq_ignore_ascii_case("deleted")) {
+        Some((n, t)) if allow_deleted => {
+            if !t.eq_ignore_ascii_case("BOOLEAN") {
+                return Err(wrong("deleted", t, "BOOLEAN"));
+            }
+            Some(n.clone())
+        }
+        _ => None,
+    };
+    Ok(SourceColumns { order_id, company, order_day, revenue, day_kind, deleted })
+}
+
+impl SourceColumns {
+    /// SELECT list producing the `fct_orders` shape. Casts are checked: an out-of-range value
+    /// or an impossible date fails the statement, and `diagnose_sql` then finds the row.
+    pub fn fact_select_list(&self) -> String {
+        format!(
+            "CAST({} AS BIGINT) AS order_id, {} AS company, CAST({} AS DATE) AS order_day, CAST({} AS BIGINT) AS revenue",
+            quote::ident(&self.order_id),
+            quote::ident(&self.company),
+            quote::ident(&self.order_day),
+            quote::ident(&self.revenue),
+        )
+    }
+
+    /// Queries that each return one offending row `(order_id, value)` or nothing, with the
+    /// message to give for it. Run only after a cast failed, to say which row and value.
+    pub fn diagnose_sql(&self, relation: &str) -> Vec<(String, &'static str)> {
+        let id = quote::ident(&self.order_id);
+        let day = quote::ident(&self.order_day);
+        let rev = quote::ident(&self.revenue);
+        vec![
+            (
+                format!(
+                    "SELECT CAST({id} AS VARCHAR), CAST({day} AS VARCHAR) FROM {relation} \
+                     WHERE {day} IS NOT NULL AND TRY_CAST({day} AS DATE) IS NULL LIMIT 1"
+                ),
+                "is not a valid YYYY-MM-DD date",
+            ),
+            (
+                format!(
+                    "SELECT CAST({id} AS VARCHAR), CAST({id} AS VARCHAR) FROM {relation} \
+                     WHERE {id} IS NOT NULL AND TRY_CAST({id} AS BIGINT) IS NULL LIMIT 1"
+                ),
+                "order_id does not fit in BIGINT",
+            ),
+            (
+                format!(
+                    "SELECT CAST({id} AS VARCHAR), CAST({rev} AS VARCHAR) FROM {relation} \
+                     WHERE {rev} IS NOT NULL AND TRY_CAST({rev} AS BIGINT) IS NULL LIMIT 1"
+                ),
+                "revenue does not fit in BIGINT",
+            ),
+        ]
+    }
+}
+
+/// DDL of the serving tables (also used to create empty ones).
+pub fn fact_ddl() -> String {
+    format!(
+        "CREATE OR REPLACE TABLE {FACT} (order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT)"
+    )
+}
+
+/// The rollup, sorted by company so that a company predicate prunes row groups via zone maps.
+pub fn mart_ctas() -> String {
+    format!(
+        "CREATE OR REPLACE TABLE {MART} AS SELECT company, order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue \
+         FROM {FACT} GROUP BY company, order_day ORDER BY company, order_day"
+    )
+}
+
+/// One query over the freshly loaded fact: NULL counts per key column and an example order.
+pub fn null_check_sql(table: &str) -> String {
+    format!(
+        "SELECT count(*) FILTER (WHERE order_id IS NULL), \
+                count(*) FILTER (WHERE company IS NULL), \
+                count(*) FILTER (WHERE order_day IS NULL), \
+                count(*) FILTER (WHERE revenue IS NULL), \
+                CAST(min(order_id) FILTER (WHERE company IS NULL OR order_day IS NULL OR revenue IS NULL) AS VARCHAR) \
+         FROM {table}"
+    )
+}
+
+/// The smallest duplicated order_id and how often it occurs, if any.
+pub fn duplicate_check_sql(table: &str) -> String {
+    format!(
+        "SELECT order_id, count(*) AS n FROM {table} GROUP BY order_id HAVING count(*) > 1 \
+         ORDER BY order_id LIMIT 1"
+    )
+}
+
+/// The query serving_dashboard runs; `$1` is the company, bound as a parameter.
+pub fn dashboard_sql() -> String {
+    format!("SELECT order_day, revenue FROM {MART} WHERE company = $1 ORDER BY revenue DESC, order_day ASC")
+}
+
+/// The same answer computed straight from the fact.
+pub fn olap_sql() -> String {
+    format!(
+        "SELECT order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue FROM {FACT} WHERE company = $1 \
+         GROUP BY order_day ORDER BY revenue DESC, order_day ASC"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cols(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    #[test]
+    fn accepts_contract_and_case_insensitive_names() {
+        let c = match_columns(
+            "s",
+            &cols(&[("ORDER_ID", "INTEGER"), ("Company", "VARCHAR"), ("order_day", "VARCHAR"), ("revenue", "DECIMAL(18,0)"), ("x", "DOUBLE")]),
+            false,
+        )
+        .unwrap();
+        assert_eq!(c.order_id, "ORDER_ID");
+        assert_eq!(c.day_kind, DayKind::Text);
+        assert!(c.fact_select_list().contains("CAST(\"ORDER_ID\" AS BIGINT) AS order_id"));
+    }
+
+    #[test]
+    fn refuses_missing_and_wrong_types() {
+        let e = match_columns("s", &cols(&[("order_id", "BIGINT")]), false).unwrap_err();
+        assert!(e.to_string().contains("no column 'company'"), "{e}");
+        let e = match_columns(
+            "s",
+            &cols(&[("order_id", "BIGINT"), ("company", "VARCHAR"), ("order_day", "DATE"), ("revenue", "DOUBLE")]),
+            false,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("'revenue'") && e.to_string().contains("DOUBLE"), "{e}");
+        let e = match_columns(
+            "s",
+            &cols(&[("order_id", "VARCHAR"), ("company", "VARCHAR"), ("order_day", "DATE"), ("revenue", "BIGINT")]),
+            false,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("'order_id'"), "{e}");
+    }
+
+    #[test]
+    fn deleted_column_only_for_refresh() {
+        let d = cols(&[("order_id", "BIGINT"), ("company", "VARCHAR"), ("order_day", "DATE"), ("revenue", "BIGINT"), ("deleted", "BOOLEAN")]);
+        assert_eq!(match_columns("s", &d, false).unwrap().deleted, None);
+        assert_eq!(match_columns("s", &d, true).unwrap().deleted.as_deref(), Some("deleted"));
+    }
+}

@@ -1,0 +1,181 @@
+//! What a `serving_build` / `serving_refresh` source string means, decided without touching
+//! the database: a (qualified) table or view name, or a file path / glob DuckDB can read.
+//! Anything else is refused, so a source string can never carry SQL of its own.
+
+use crate::error::{Error, Result};
+use crate::quote;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileFormat {
+    Parquet,
+    Csv,
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// `table`, `schema.table` or `db.schema.table`; parts are stored unquoted.
+    Table(Vec<String>),
+    /// A file path or glob with its format, known from the extension.
+    File { path: String, format: FileFormat },
+}
+
+const SCHEMES: [&str; 6] = ["s3://", "gs://", "gcs://", "az://", "abfss://", "file://"];
+
+fn format_of(path: &str) -> Option<FileFormat> {
+    let lower = path.to_ascii_lowercase();
+    let lower = lower.strip_suffix(".gz").or_else(|| lower.strip_suffix(".zst")).unwrap_or(&lower);
+    if lower.ends_with(".parquet") || lower.ends_with(".parq") {
+        Some(FileFormat::Parquet)
+    } else if lower.ends_with(".csv") || lower.ends_with(".tsv") {
+        Some(FileFormat::Csv)
+    } else if lower.ends_with(".json") || lower.ends_with(".jsonl") || lower.ends_with(".ndjson") {
+        Some(FileFormat::Json)
+    } else {
+        None
+    }
+}
+
+fn looks_like_path(s: &str) -> bool {
+    s.contains('/') || s.contains('\\') || s.contains('*') || s.contains('?')
+        || SCHEMES.iter().any(|p| s.to_ascii_lowercase().starts_with(p))
+        || format_of(s).is_some()
+}
+
+/// Splits `a.b."c.d"` into identifier parts. Bare parts are letters, digits, `_` and `$`
+/// (not starting with a digit); quoted parts use `""` for a literal quote.
+fn parse_qualified_name(s: &str) -> std::result::Result<Vec<String>, String> {
+    let mut parts = Vec::new();
+    let mut chars = s.chars().peekable();
+    loop {
+        let mut part = String::new();
+        match chars.peek() {
+            Some('"') => {
+                chars.next();
+                loop {
+                    match chars.next() {
+                        Some('"') if chars.peek() == Some(&'"') => {
+                            chars.next();
+                            part.push('"');
+                        }
+                        Some('"') => break,
+                        Some(c) => part.push(c),
+                        None => return Err("unterminated quoted identifier".into()),
+                    }
+                }
+                if part.is_empty() {
+                    return Err("empty quoted identifier".into());
+                }
+            }
+            Some(c) if c.is_alphabetic() || *c == '_' => {
+                while let Some(&c) = chars.peek() {
+                    if c.is_alphanumeric() || c == '_' || c == '$' {
+                        part.push(c);
+                        chars.next();
+                    } else {
+                        break;
+                    }
+                }
+            }
+            Some(c) => return Err(format!("unexpected character '{c}' in a table name")),
+            None => return Err("empty name part".into()),
+        }
+        parts.push(part);
+        match chars.next() {
+            None => break,
+            Some('.') => continue,
+            Some(c) => return Err(format!("unexpected character '{c}' in a table name")),
+        }
+    }
+    if parts.len() > 3 {
+        return Err("a table name has at most three parts (database.schema.table)".into());
+    }
+    Ok(parts)
+}
+
+impl Source {
+    pub fn parse(raw: &str) -> Result<Source> {
+        let s = raw.trim();
+        if s.is_empty() {
+            return Err(Error::BadSource { source: raw.into(), reason: "the source string is empty".into() });
+        }
+        if looks_like_path(s) {
+            return match format_of(s) {
+                Some(format) => Ok(Source::File { path: s.to_string(), format }),
+                None => Err(Error::BadSource {
+                    source: raw.into(),
+                    reason: "a file source must end in .parquet, .csv, .tsv or .json (optionally .gz)".into(),
+                }),
+            };
+        }
+        parse_qualified_name(s)
+            .map(Source::Table)
+            .map_err(|why| Error::BadSource {
+                source: raw.into(),
+                reason: format!("it is neither a table/view name nor a file path ({why})"),
+            })
+    }
+
+    /// The SQL relation to put after FROM. File paths become string literals, names become
+    /// quoted identifiers: user text never becomes SQL syntax.
+    pub fn relation_sql(&self) -> String {
+        match self {
+            Source::Table(parts) => parts.iter().map(|p| quote::ident(p)).collect::<Vec<_>>().join("."),
+            Source::File { path, format } => {
+                let lit = quote::literal(path);
+                match format {
+                    FileFormat::Parquet => format!("read_parquet({lit})"),
+                    FileFormat::Csv => format!("read_csv({lit}, header = true)"),
+                    FileFormat::Json => format!("read_json_auto({lit})"),
+                }
+            }
+        }
+    }
+
+    /// True when the source names one of the tables that serving_build replaces.
+    pub fn is_serving_table(&self) -> bool {
+        matches!(self, Source::Table(p) if p.last().is_some_and(|t| {
+            let t = t.to_ascii_lowercase();
+            t == "fct_orders" || t == "mart_daily"
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_paths() {
+        assert_eq!(Source::parse("orders").unwrap(), Source::Table(vec!["orders".into()]));
+        assert_eq!(
+            Source::parse("db.main.orders").unwrap(),
+            Source::Table(vec!["db".into(), "main".into(), "orders".into()])
+        );
+        assert_eq!(Source::parse("\"we\"\"ird.name\"").unwrap(), Source::Table(vec!["we\"ird.name".into()]));
+        assert_eq!(
+            Source::parse("data/o*.parquet").unwrap(),
+            Source::File { path: "data/o*.parquet".into(), format: FileFormat::Parquet }
+        );
+        assert_eq!(
+            Source::parse("orders.csv").unwrap(),
+            Source::File { path: "orders.csv".into(), format: FileFormat::Csv }
+        );
+    }
+
+    #[test]
+    fn smuggled_sql_is_refused() {
+        for bad in ["orders; DROP TABLE x", "orders --", "(SELECT 1)", "a.b.c.d", "", "x' OR '1'='1", "1abc"] {
+            assert!(Source::parse(bad).is_err(), "{bad} should be refused");
+        }
+        assert!(Source::parse("/tmp/x.txt").is_err());
+    }
+
+    #[test]
+    fn relation_sql_quotes_everything() {
+        let s = Source::parse("/tmp/it's.parquet").unwrap();
+        assert_eq!(s.relation_sql(), "read_parquet('/tmp/it''s.parquet')");
+        let t = Source::parse("main.\"a\"\"b\"").unwrap();
+        assert_eq!(t.relation_sql(), "\"main\".\"a\"\"b\"");
+    }
+}
