@@ -25,6 +25,9 @@ pub enum Error {
     BadIdentifier { function: &'static str, name: String, reason: String },
     /// The extension's own connection is gone (the database is being closed).
     Closed,
+    /// Loading the source failed inside the build transaction. `probes` are queries that find
+    /// the offending row; they can only run after the rollback (the transaction is aborted).
+    LoadFailed { source: String, message: String, probes: Vec<(String, &'static str)> },
     /// DuckDB reported an error while running our SQL; `context` says what we were doing.
     DuckDb { context: String, message: String },
 }
@@ -68,6 +71,9 @@ impl fmt::Display for Error {
                 "streamhouse: the extension's connection to this database was released because every \
                  other connection closed; reopen the database and LOAD streamhouse again"
             ),
+            Error::LoadFailed { source, message, .. } => {
+                write!(f, "serving: loading source '{source}' failed: {message}")
+            }
             Error::DuckDb { context, message } => write!(f, "{context}: {message}"),
         }
     }
@@ -78,7 +84,8 @@ impl std::error::Error for Error {}
 /// DuckDB's Rust binding appends "Error code 1: Unknown error code"-style noise; keep only the message.
 pub fn clean_duckdb_message(e: &duckdb::Error) -> String {
     match e {
-        duckdb::Error::DuckDBFailure(_, Some(msg)) => msg.clone(),
+        // Only the first line: DuckDB appends "LINE 1: <our generated SQL>" caret context.
+        duckdb::Error::DuckDBFailure(_, Some(msg)) => msg.lines().next().unwrap_or_default().to_string(),
         other => {
             let s = other.to_string();
             match s.find("Error code ") {

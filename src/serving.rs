@@ -86,16 +86,26 @@ fn first_row_strings(conn: &Connection, sql: &str) -> Option<(String, String)> {
         .map(|(a, b)| (a.unwrap_or_else(|| "NULL".into()), b.unwrap_or_else(|| "NULL".into())))
 }
 
-/// Executes a statement that reads the source; when a checked cast fails, finds the row.
-pub fn load_checked(conn: &Connection, src: &ResolvedSource, sql: &str, what: &str) -> Result<()> {
-    conn.execute_batch(sql).map_err(|e| {
-        for (probe, problem) in src.columns.diagnose_sql(&src.relation) {
-            if let Some((id, value)) = first_row_strings(conn, &probe) {
-                return Error::BadRow { source: src.raw.clone(), problem: format!("value '{value}' (order_id {id}): {problem}") };
+/// Executes a statement that reads the source. A failed checked cast aborts the transaction,
+/// so the row that caused it is looked up later by `explain_load_failure`.
+pub fn load_checked(conn: &Connection, src: &ResolvedSource, sql: &str) -> Result<()> {
+    conn.execute_batch(sql).map_err(|e| Error::LoadFailed {
+        source: src.raw.clone(),
+        message: clean_duckdb_message(&e),
+        probes: src.columns.diagnose_sql(&src.relation),
+    })
+}
+
+/// Turns a `LoadFailed` into a message naming the offending row and value. Run after ROLLBACK.
+pub fn explain_load_failure(conn: &Connection, err: Error) -> Error {
+    if let Error::LoadFailed { source, probes, .. } = &err {
+        for (probe, problem) in probes {
+            if let Some((id, value)) = first_row_strings(conn, probe) {
+                return Error::BadRow { source: source.clone(), problem: format!("value '{value}' (order_id {id}): {problem}") };
             }
         }
-        Error::duckdb(format!("serving: loading source '{}' into {what}", src.raw), &e)
-    })
+    }
+    err
 }
 
 /// Rejects NULL serving keys and duplicated orders in `table` (which has the fct_orders shape).
@@ -162,7 +172,7 @@ pub fn summarize(conn: &Connection, source: &str, lake_snapshot: Option<i64>, st
 /// Replaces the serving tables from `relation` (already resolved); the caller owns the transaction.
 pub fn build_from(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>) -> Result<()> {
     let ctas = format!("CREATE OR REPLACE TABLE {FACT} AS SELECT {} FROM {}", src.columns.fact_select_list(), src.relation);
-    load_checked(conn, src, &ctas, FACT)?;
+    load_checked(conn, src, &ctas)?;
     check_rows(conn, &src.raw, FACT)?;
     conn.execute_batch(&schema::mart_ctas()).map_err(|e| Error::duckdb("serving: building mart_daily", &e))?;
     conn.execute_batch(&format!("{META_DDL}; DELETE FROM {META}"))
@@ -182,6 +192,7 @@ pub fn build(conn: &Connection, raw: &str) -> Result<BuildSummary> {
         build_from(conn, &src, None)?;
         summarize(conn, raw, None, started)
     })
+    .map_err(|e| explain_load_failure(conn, e))
 }
 
 fn not_built(function: &'static str, e: duckdb::Error) -> Error {

@@ -37,7 +37,7 @@ fn format_of(path: &str) -> Option<FileFormat> {
 }
 
 fn looks_like_path(s: &str) -> bool {
-    s.contains('/') || s.contains('\\') || s.contains('*') || s.contains('?')
+    s.contains('/') || s.contains('\\')
         || SCHEMES.iter().any(|p| s.to_ascii_lowercase().starts_with(p))
         || format_of(s).is_some()
 }

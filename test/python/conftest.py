@@ -1,0 +1,166 @@
+"""Shared fixtures and pure-Python oracles for the streamhouse Python test suite.
+
+Everything the tests compare the extension against is computed here in plain Python from
+the generated rows, never by the extension itself.
+"""
+from __future__ import annotations
+
+import csv
+import datetime
+import random
+from collections import defaultdict
+from pathlib import Path
+
+import duckdb
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXT_PATH = ROOT / "build" / "release" / "streamhouse.duckdb_extension"
+CONFIG = {"allow_unsigned_extensions": "true"}
+
+# Company names chosen to break naive quoting / matching: quotes, SQL injection, non-ASCII,
+# LIKE wildcards, case variants, prefixes of each other, commas and double quotes (CSV).
+TRICKY_COMPANIES = [
+    "O'Reilly",
+    "Café Zürich",
+    "東京商事",
+    "x' OR '1'='1",
+    "x",
+    "a%b",
+    "a_b",
+    "Acme",
+    "ACME",
+    'Smith, "Jones" & Co',
+    "Robert'); DROP TABLE fct_orders;--",
+]
+
+ORACLE_COLUMNS = "{'order_id': 'BIGINT', 'company': 'VARCHAR', 'order_day': 'DATE', 'revenue': 'BIGINT'}"
+
+
+def sql_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def require_extension() -> str:
+    if not EXT_PATH.is_file():
+        pytest.fail(
+            f"streamhouse extension not built: {EXT_PATH} is missing (run `make release` first)",
+            pytrace=False,
+        )
+    return str(EXT_PATH)
+
+
+def connect(database: str = ":memory:", ext: str | None = None) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(database, config=dict(CONFIG))
+    con.execute(f"LOAD {sql_literal(ext or require_extension())}")
+    return con
+
+
+@pytest.fixture(scope="session")
+def ext_path() -> str:
+    return require_extension()
+
+
+@pytest.fixture
+def con(ext_path):
+    c = connect(":memory:", ext_path)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Data generation and the pure-Python oracle
+# --------------------------------------------------------------------------------------------
+
+def gen_rows(seed: int, n_rows: int, n_companies: int, n_days: int,
+             start: datetime.date = datetime.date(2024, 1, 15)):
+    """Rows (order_id, company, order_day: date, revenue) with unique shuffled order ids."""
+    rng = random.Random(seed)
+    companies = list(TRICKY_COMPANIES[: min(n_companies, len(TRICKY_COMPANIES))])
+    while len(companies) < n_companies:
+        companies.append(f"c{len(companies):02d}")
+    rng.shuffle(companies)
+    ids = rng.sample(range(1, 2**62), n_rows)
+    # Skewed company distribution: some companies are rare (few days), some dominate.
+    weights = [rng.choice([1, 2, 5, 20]) for _ in companies]
+    rows = []
+    for oid in ids:
+        company = rng.choices(companies, weights)[0]
+        day = start + datetime.timedelta(days=rng.randrange(n_days))
+        r = rng.random()
+        if r < 0.05:
+            revenue = 0
+        elif r < 0.25:
+            revenue = -rng.randrange(1, 10**9)
+        elif r < 0.27:
+            revenue = rng.choice([2**62, -(2**62), 2**63 - 1, -(2**63)])
+        else:
+            revenue = rng.randrange(1, 10**9)
+        rows.append((oid, company, day, revenue))
+    return rows, companies
+
+
+def oracle(rows):
+    """Per-company dashboard answers: {company: [(day, revenue), ...]} sorted (-revenue, day)."""
+    cells = defaultdict(int)
+    for _oid, company, day, revenue in rows:
+        cells[(company, day)] += revenue
+    per_company = defaultdict(list)
+    for (company, day), revenue in cells.items():
+        per_company[company].append((day, revenue))
+    for lst in per_company.values():
+        lst.sort(key=lambda dr: (-dr[1], dr[0]))
+    return dict(per_company), dict(cells)
+
+
+def oracle_summary(rows):
+    _, cells = oracle(rows)
+    return {
+        "fct_rows": len(rows),
+        "mart_rows": len(cells),
+        "companies": len({c for c, _ in cells}),
+        "days": len({d for _, d in cells}),
+        "total_revenue": sum(r for *_, r in rows) if rows else None,
+    }
+
+
+def write_csv(path: Path, rows, day_as_text: bool = True) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f, quoting=csv.QUOTE_MINIMAL)
+        w.writerow(["order_id", "company", "order_day", "revenue"])
+        for oid, company, day, revenue in rows:
+            w.writerow([oid, company, day.isoformat() if day_as_text else day, revenue])
+    return path
+
+
+def load_table(con, name: str, rows, tmp_path: Path, day_type: str = "DATE") -> None:
+    """CREATE TABLE name from the rows (committed, autocommit), via a CSV file for speed."""
+    path = write_csv(tmp_path / f"load_{abs(hash(name))}_{len(rows)}.csv", rows)
+    columns = ORACLE_COLUMNS.replace("'order_day': 'DATE'", f"'order_day': '{day_type}'")
+    con.execute(
+        f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM read_csv({sql_literal(str(path))}, "
+        f"header = true, quote = '\"', escape = '\"', columns = {columns})"
+    )
+    got = con.execute(f"SELECT count(*), sum(revenue::HUGEINT) FROM {name}").fetchone()
+    want = (len(rows), sum(r for *_, r in rows) if rows else None)
+    assert got == want, f"harness: loading {name} via CSV lost data: {got} != {want}"
+
+
+def build(con, source: str) -> dict:
+    cur = con.execute(f"SELECT * FROM serving_build({sql_literal(source)})")
+    names = [d[0] for d in cur.description]
+    rows = cur.fetchall()
+    assert len(rows) == 1, rows
+    return dict(zip(names, rows[0]))
+
+
+def dashboard(con, company: str, function: str = "serving_dashboard"):
+    return con.execute(f"SELECT * FROM {function}(?)", [company]).fetchall()
+
+
+def table_exists(con, name: str) -> bool:
+    return con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND NOT temporary", [name]
+    ).fetchone()[0] > 0
