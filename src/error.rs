@@ -27,7 +27,7 @@ pub enum Error {
     Closed,
     /// Loading the source failed inside the build transaction. `probes` are queries that find
     /// the offending row; they can only run after the rollback (the transaction is aborted).
-    LoadFailed { source: String, message: String, probes: Vec<(String, &'static str)> },
+    LoadFailed { source: String, message: String, probes: Vec<(String, crate::schema::Probe)> },
     /// DuckDB reported an error while running our SQL; `context` says what we were doing.
     DuckDb { context: String, message: String },
 }

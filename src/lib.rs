@@ -3,6 +3,7 @@
 //! Pure logic lives in plain modules (`source`, `schema`, `tier`, `quote`); `serving` runs it on
 //! the extension's connection (`session`); `functions` is the thin FFI layer.
 
+pub mod dupcheck;
 pub mod error;
 mod functions;
 pub mod quote;

@@ -100,42 +100,71 @@ impl SourceColumns {
         )
     }
 
-    /// Queries that each return one offending row `(order_id, value)` or nothing, with the
-    /// message to give for it. Run only after a cast failed, to say which row and value.
-    pub fn diagnose_sql(&self, relation: &str) -> Vec<(String, &'static str)> {
+    /// Queries that each find the first offending row `(order_id, value)` and the problem they
+    /// detect. Run only after a load failed (a constraint or a checked cast), to say which row.
+    pub fn diagnose_sql(&self, relation: &str) -> Vec<(String, Probe)> {
         let id = quote::ident(&self.order_id);
-        let day = quote::ident(&self.order_day);
-        let rev = quote::ident(&self.revenue);
-        vec![
-            (
-                format!(
-                    "SELECT CAST({id} AS VARCHAR), CAST({day} AS VARCHAR) FROM {relation} \
-                     WHERE {day} IS NOT NULL AND TRY_CAST({day} AS DATE) IS NULL LIMIT 1"
-                ),
-                "is not a valid YYYY-MM-DD date",
-            ),
-            (
-                format!(
-                    "SELECT CAST({id} AS VARCHAR), CAST({id} AS VARCHAR) FROM {relation} \
-                     WHERE {id} IS NOT NULL AND TRY_CAST({id} AS BIGINT) IS NULL LIMIT 1"
-                ),
-                "order_id does not fit in BIGINT",
-            ),
-            (
-                format!(
-                    "SELECT CAST({id} AS VARCHAR), CAST({rev} AS VARCHAR) FROM {relation} \
-                     WHERE {rev} IS NOT NULL AND TRY_CAST({rev} AS BIGINT) IS NULL LIMIT 1"
-                ),
-                "revenue does not fit in BIGINT",
-            ),
+        let mut probes: Vec<(String, Probe)> = [
+            ("order_id", &self.order_id),
+            ("company", &self.company),
+            ("order_day", &self.order_day),
+            ("revenue", &self.revenue),
         ]
+        .into_iter()
+        .map(|(name, col)| {
+            (
+                format!(
+                    "SELECT CAST(min({id}) AS VARCHAR), CAST(count(*) AS VARCHAR) FROM {relation} \
+                     WHERE {} IS NULL HAVING count(*) > 0",
+                    quote::ident(col)
+                ),
+                Probe::Null(name),
+            )
+        })
+        .collect();
+        for (col, target, problem) in [
+            (&self.order_day, "DATE", "is not a valid YYYY-MM-DD date"),
+            (&self.order_id, "BIGINT", "order_id does not fit in BIGINT"),
+            (&self.revenue, "BIGINT", "revenue does not fit in BIGINT"),
+        ] {
+            let col = quote::ident(col);
+            probes.push((
+                format!(
+                    "SELECT CAST({id} AS VARCHAR), CAST({col} AS VARCHAR) FROM {relation} \
+                     WHERE {col} IS NOT NULL AND TRY_CAST({col} AS {target}) IS NULL LIMIT 1"
+                ),
+                Probe::BadValue(problem),
+            ));
+        }
+        probes
     }
 }
 
-/// DDL of the serving tables (also used to create empty ones).
-pub fn fact_ddl() -> String {
+/// What a diagnostic query looks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// NULL in this serving column; the query returns (smallest order_id, count).
+    Null(&'static str),
+    /// A value that does not convert; the query returns (order_id, value).
+    BadValue(&'static str),
+}
+
+impl Probe {
+    pub fn message(self, first: &str, second: &str) -> String {
+        match self {
+            Probe::Null("order_id") => format!("order_id is NULL in {second} row(s); every order needs its key"),
+            Probe::Null(col) => format!("{col} is NULL in {second} row(s), e.g. order_id {first}"),
+            Probe::BadValue(problem) => format!("value '{second}' (order_id {first}): {problem}"),
+        }
+    }
+}
+
+/// DDL of the fact table. NOT NULL lets DuckDB reject NULL keys while loading, for free.
+pub fn fact_ddl(table: &str, temp: bool) -> String {
+    let temp = if temp { "TEMP " } else { "" };
     format!(
-        "CREATE OR REPLACE TABLE {FACT} (order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT)"
+        "CREATE OR REPLACE {temp}TABLE {table} (order_id BIGINT NOT NULL, company VARCHAR NOT NULL, \
+         order_day DATE NOT NULL, revenue BIGINT NOT NULL)"
     )
 }
 
@@ -144,26 +173,6 @@ pub fn mart_ctas() -> String {
     format!(
         "CREATE OR REPLACE TABLE {MART} AS SELECT company, order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue \
          FROM {FACT} GROUP BY company, order_day ORDER BY company, order_day"
-    )
-}
-
-/// One query over the freshly loaded fact: NULL counts per key column and an example order.
-pub fn null_check_sql(table: &str) -> String {
-    format!(
-        "SELECT count(*) FILTER (WHERE order_id IS NULL), \
-                count(*) FILTER (WHERE company IS NULL), \
-                count(*) FILTER (WHERE order_day IS NULL), \
-                count(*) FILTER (WHERE revenue IS NULL), \
-                CAST(min(order_id) FILTER (WHERE company IS NULL OR order_day IS NULL OR revenue IS NULL) AS VARCHAR) \
-         FROM {table}"
-    )
-}
-
-/// The smallest duplicated order_id and how often it occurs, if any.
-pub fn duplicate_check_sql(table: &str) -> String {
-    format!(
-        "SELECT order_id, count(*) AS n FROM {table} GROUP BY order_id HAVING count(*) > 1 \
-         ORDER BY order_id LIMIT 1"
     )
 }
 

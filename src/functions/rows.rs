@@ -18,8 +18,6 @@ pub enum Cell {
     Null,
     BigInt(i64),
     HugeInt(i128),
-    /// Days since 1970-01-01.
-    Date(i32),
     Double(f64),
     Bool(bool),
     Text(String),
@@ -111,7 +109,6 @@ impl Rows {
                     Cell::Null => vector.set_null(i),
                     Cell::BigInt(v) => unsafe { vector.as_mut_slice_with_len::<i64>(CHUNK)[i] = *v },
                     Cell::HugeInt(v) => unsafe { vector.as_mut_slice_with_len::<i128>(CHUNK)[i] = *v },
-                    Cell::Date(v) => unsafe { vector.as_mut_slice_with_len::<i32>(CHUNK)[i] = *v },
                     Cell::Double(v) => unsafe { vector.as_mut_slice_with_len::<f64>(CHUNK)[i] = *v },
                     Cell::Bool(v) => unsafe { vector.as_mut_slice_with_len::<bool>(CHUNK)[i] = *v },
                     Cell::Text(s) => vector.insert(i, s.as_str()),
@@ -122,9 +119,29 @@ impl Rows {
     }
 }
 
-/// Dashboard-shaped rows: (order_day DATE, revenue HUGEINT).
-pub fn day_revenue_rows(rows: Vec<crate::serving::DayRevenue>) -> Rows {
-    Rows::new(rows.into_iter().map(|(d, r)| vec![Cell::Date(d), Cell::HugeInt(r)]).collect())
+/// Dashboard-shaped rows: (order_day DATE, revenue HUGEINT), copied column-wise.
+pub struct DayRevenueRows {
+    data: crate::serving::DayRevenue,
+    next: AtomicUsize,
+}
+
+impl DayRevenueRows {
+    pub fn new(data: crate::serving::DayRevenue) -> Self {
+        DayRevenueRows { data, next: AtomicUsize::new(0) }
+    }
+
+    pub fn emit(&self, output: &mut DataChunkHandle) {
+        let start = self.next.load(Ordering::Relaxed).min(self.data.days.len());
+        let end = (start + CHUNK).min(self.data.days.len());
+        self.next.store(end, Ordering::Relaxed);
+        let n = end - start;
+        // SAFETY: `n <= CHUNK`, the vectors' capacity; column 0 is DATE (i32), 1 is HUGEINT (i128).
+        unsafe {
+            output.flat_vector(0).as_mut_slice_with_len::<i32>(n).copy_from_slice(&self.data.days[start..end]);
+            output.flat_vector(1).as_mut_slice_with_len::<i128>(n).copy_from_slice(&self.data.revenue[start..end]);
+        }
+        output.set_len(n);
+    }
 }
 
 pub const DAY_REVENUE: [(&str, LogicalTypeId); 2] =

@@ -4,7 +4,7 @@
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
-use super::rows::{self, Rows};
+use super::rows::{self, DayRevenueRows};
 use crate::serving;
 
 pub struct ServingOlap;
@@ -15,17 +15,17 @@ pub struct Bind {
 
 impl VTab for ServingOlap {
     type BindData = Bind;
-    type InitData = Rows;
+    type InitData = DayRevenueRows;
 
     fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
         rows::declare(bind, &rows::DAY_REVENUE);
         Ok(Bind { company: rows::text_param(bind, "serving_olap", "company")? })
     }
 
-    fn init(init: &InitInfo) -> Result<Rows, Box<dyn std::error::Error>> {
+    fn init(init: &InitInfo) -> Result<DayRevenueRows, Box<dyn std::error::Error>> {
         let company = &rows::bind_data::<Bind>(init).company;
         let result = rows::session(init).with(|conn| serving::olap(conn, company))?;
-        Ok(rows::day_revenue_rows(result))
+        Ok(DayRevenueRows::new(result))
     }
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {

@@ -56,6 +56,13 @@ def connect(database: str = ":memory:", ext: str | None = None) -> duckdb.DuckDB
     return con
 
 
+def pytest_collection_modifyitems(items):
+    # A hang (deadlocked watchdog, lock wait) must fail the test, not stall the suite.
+    for item in items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(120))
+
+
 @pytest.fixture(scope="session")
 def ext_path() -> str:
     return require_extension()

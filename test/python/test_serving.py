@@ -359,3 +359,47 @@ def test_two_databases_in_one_process_are_independent(ext_path, tmp_path):
     finally:
         c1.close()
         c2.close()
+
+
+def test_concurrent_dashboards_from_several_connections(con, tmp_path):
+    """Several connections (cursors) of one database query at once; every answer is exact."""
+    import threading
+
+    rows, companies = gen_rows(33, 20_000, 16, 90)
+    load_table(con, "src", rows, tmp_path)
+    build(con, "src")
+    per_company, _ = oracle(rows)
+    errors = []
+
+    def worker(k):
+        cur = con.cursor()
+        try:
+            for rep in range(3):
+                for i, company in enumerate(companies):
+                    fn = "serving_dashboard" if (i + k + rep) % 2 else "serving_olap"
+                    got = cur.execute(f"SELECT * FROM {fn}(?)", [company]).fetchall()
+                    if got != per_company.get(company, []):
+                        errors.append((k, fn, company))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append((k, repr(e)))
+        finally:
+            cur.close()
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "dashboard queries deadlocked"
+    assert errors == []
+
+
+def test_build_from_second_connection_is_visible_to_first(con, tmp_path):
+    rows, companies = gen_rows(34, 5_000, 8, 30)
+    load_table(con, "src", rows, tmp_path)
+    other = con.cursor()
+    try:
+        assert_summary(build(other, "src"), rows, "src")
+    finally:
+        other.close()
+    assert_every_company(con, rows, companies)

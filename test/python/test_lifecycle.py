@@ -1,0 +1,373 @@
+"""Database lifecycle with the extension loaded: close, reopen, locks, WAL, thread release.
+
+Each scenario runs in a fresh Python subprocess with a timeout, because the failure modes
+are hangs (a reopen waiting forever for an instance that never dies), file locks and
+leaked threads, none of which a shared pytest process could observe reliably.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import gen_rows, oracle, write_csv
+
+TIMEOUT = 60
+
+PRELUDE = textwrap.dedent(
+    """
+    import datetime, json, os, subprocess, sys, time
+    import duckdb
+    EXT = sys.argv[1]
+    CFG = {'allow_unsigned_extensions': 'true'}
+    COLUMNS = "{'order_id': 'BIGINT', 'company': 'VARCHAR', 'order_day': 'DATE', 'revenue': 'BIGINT'}"
+
+    def lit(s):
+        return "'" + s.replace("'", "''") + "'"
+
+    def open_loaded(db):
+        c = duckdb.connect(db, config=CFG)
+        c.execute("LOAD " + lit(EXT))
+        return c
+
+    def load_src(c, csv_path):
+        c.execute("CREATE OR REPLACE TABLE src AS SELECT * FROM read_csv(" + lit(csv_path)
+                  + ", header = true, quote = '\\"', escape = '\\"', columns = " + COLUMNS + ")")
+
+    def enc(rows):
+        return [[v.isoformat() if isinstance(v, datetime.date) else (str(v) if isinstance(v, int) else v)
+                 for v in r] for r in rows]
+
+    def done(obj):
+        print("RESULT " + json.dumps(obj))
+    """
+)
+
+
+def run_py(script: str, *args, timeout: int = TIMEOUT) -> dict:
+    code = PRELUDE + textwrap.dedent(script)
+    try:
+        p = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
+                           text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"subprocess hung for {timeout}s (stdout={e.stdout!r}, stderr={e.stderr!r})")
+    assert p.returncode == 0, f"subprocess failed (rc={p.returncode}):\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    results = [line[len("RESULT "):] for line in p.stdout.splitlines() if line.startswith("RESULT ")]
+    assert len(results) == 1, f"no result from subprocess:\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    return json.loads(results[0])
+
+
+def dec(rows):
+    out = []
+    for r in rows:
+        out.append(tuple(datetime.date.fromisoformat(v) if isinstance(v, str) and len(v) == 10 and v[4] == "-"
+                         and v[7] == "-" else (int(v) if isinstance(v, str) and v.lstrip("-").isdigit() else v)
+                         for v in r))
+    return out
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    rows, companies = gen_rows(61, 20_000, 12, 90)
+    csv_path = write_csv(tmp_path / "orders.csv", rows)
+    per_company, cells = oracle(rows)
+    mart = sorted((c, d, r) for (c, d), r in cells.items())
+    return rows, companies, str(csv_path), per_company, mart
+
+
+def wal_of(db: Path) -> Path:
+    return Path(str(db) + ".wal")
+
+
+def test_same_process_close_and_reopen_then_other_process(ext_path, tmp_path, dataset):
+    """(a) build, close, reopen in the same process; (b) then a new process reads, no WAL left."""
+    rows, companies, csv_path, per_company, mart = dataset
+    db = tmp_path / "life.duckdb"
+    res = run_py(
+        """
+        db, csv_path = sys.argv[2], sys.argv[3]
+        c = open_loaded(db)
+        load_src(c, csv_path)
+        summary = c.execute("SELECT fct_rows, mart_rows FROM serving_build('src')").fetchone()
+        c.close()
+        c = duckdb.connect(db, config=CFG)
+        mart = c.execute("SELECT company, order_day, revenue FROM mart_daily ORDER BY ALL").fetchall()
+        c.execute("LOAD " + lit(EXT))
+        companies = [r[0] for r in c.execute("SELECT DISTINCT company FROM mart_daily").fetchall()]
+        dash = {co: enc(c.execute("SELECT * FROM serving_dashboard(?)", [co]).fetchall()) for co in companies}
+        olap = {co: enc(c.execute("SELECT * FROM serving_olap(?)", [co]).fetchall()) for co in companies}
+        c.close()
+        done({"summary": list(summary), "mart": enc(mart), "dash": dash, "olap": olap})
+        """,
+        ext_path, db, csv_path,
+    )
+    assert res["summary"] == [len(rows), len(mart)]
+    assert dec(res["mart"]) == mart
+    assert set(res["dash"]) == set(per_company)
+    for company, want in per_company.items():
+        assert dec(res["dash"][company]) == want, company
+        assert dec(res["olap"][company]) == want, company
+
+    # (b) The first process has exited: its instance must have been checkpointed and closed.
+    assert not wal_of(db).exists(), "a .wal file was left behind: the database was not checkpointed on close"
+    res = run_py(
+        """
+        db = sys.argv[2]
+        c = duckdb.connect(db)  # read-write, no extension
+        mart = c.execute("SELECT company, order_day, revenue FROM mart_daily ORDER BY ALL").fetchall()
+        n_fct = c.execute("SELECT count(*) FROM fct_orders").fetchone()[0]
+        meta = c.execute("SELECT source FROM serving_meta").fetchall()
+        c.close()
+        done({"mart": enc(mart), "n_fct": n_fct, "meta": meta})
+        """,
+        ext_path, db,
+    )
+    assert dec(res["mart"]) == mart
+    assert res["n_fct"] == len(rows)
+    assert res["meta"] == [["src"]]
+    assert not wal_of(db).exists()
+
+
+@pytest.mark.parametrize("reopen", ["read_only", "default_config"])
+def test_same_process_reopen_with_other_settings(ext_path, tmp_path, dataset, reopen):
+    """Closing the last connection closes the database: an immediate same-process reopen with
+    different settings (read-only, or without allow_unsigned_extensions) must work exactly as it
+    does without the extension loaded."""
+    rows, companies, csv_path, per_company, mart = dataset
+    db = tmp_path / "reopen.duckdb"
+    res = run_py(
+        """
+        db, csv_path, reopen = sys.argv[2], sys.argv[3], sys.argv[4]
+        c = open_loaded(db)
+        load_src(c, csv_path)
+        c.execute("SELECT * FROM serving_build('src')").fetchall()
+        c.close()
+        try:
+            if reopen == "read_only":
+                c = duckdb.connect(db, read_only=True)
+            else:
+                c = duckdb.connect(db)
+            mart = c.execute("SELECT company, order_day, revenue FROM mart_daily ORDER BY ALL").fetchall()
+            c.close()
+            done({"mart": enc(mart), "error": None})
+        except duckdb.Error as e:
+            done({"mart": None, "error": str(e)})
+        """,
+        ext_path, db, csv_path, reopen,
+    )
+    assert res["error"] is None, f"immediate reopen after close failed: {res['error']}"
+    assert dec(res["mart"]) == mart
+
+
+def test_child_process_opens_file_right_after_close(ext_path, tmp_path, dataset):
+    """(c) The parent closes the database and immediately starts a child that opens it
+    read-write: the file lock must already be released (the child does not retry)."""
+    rows, companies, csv_path, per_company, mart = dataset
+    db = tmp_path / "lock.duckdb"
+    res = run_py(
+        """
+        db, csv_path = sys.argv[2], sys.argv[3]
+        c = open_loaded(db)
+        load_src(c, csv_path)
+        c.execute("SELECT * FROM serving_build('src')").fetchall()
+        c.close()
+        child = (
+            "import duckdb, sys, json\\n"
+            "c = duckdb.connect(sys.argv[1])\\n"
+            "n = c.execute('SELECT count(*), sum(revenue) FROM mart_daily').fetchone()\\n"
+            "c.execute('CREATE TABLE child_was_here AS SELECT 1 AS x')\\n"
+            "c.close()\\n"
+            "print(json.dumps([n[0], str(n[1])]))\\n"
+        )
+        p = subprocess.run([sys.executable, "-c", child, db], capture_output=True, text=True, timeout=30)
+        done({"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr})
+        """,
+        ext_path, db, csv_path,
+    )
+    assert res["rc"] == 0, f"child could not open the database after close:\n{res['stderr']}"
+    n, total = json.loads(res["stdout"])
+    assert n == len(mart)
+    assert int(total) == sum(r for *_, r in rows)
+
+
+@pytest.mark.parametrize("kind", ["memory", "file"])
+def test_repeated_open_load_build_close_releases_threads(ext_path, tmp_path, kind):
+    """(d) 20 cycles of open/LOAD/build/close: the extension's connection and watchdog thread
+    are released each time, so the process's thread count does not grow."""
+    res = run_py(
+        """
+        kind, tmp = sys.argv[2], sys.argv[3]
+
+        def threads():
+            with open('/proc/self/status') as f:
+                for line in f:
+                    if line.startswith('Threads:'):
+                        return int(line.split()[1])
+
+        def watchdogs():
+            n = 0
+            for t in os.listdir('/proc/self/task'):
+                try:
+                    with open('/proc/self/task/' + t + '/comm') as f:
+                        n += f.read().startswith('streamhouse')
+                except OSError:
+                    pass
+            return n
+
+        def settle(limit):
+            deadline = time.time() + 1
+            while threads() > limit and time.time() < deadline:
+                time.sleep(0.01)
+            return threads()
+
+        baseline = threads()
+        counts, builds = [], []
+        for i in range(20):
+            db = ':memory:' if kind == 'memory' else os.path.join(tmp, 'cycle.duckdb')
+            c = open_loaded(db)
+            c.execute("CREATE OR REPLACE TABLE src AS SELECT i AS order_id, 'c' || (i % 7) AS company, "
+                      "DATE '2024-01-01' + CAST(i % 30 AS INTEGER) AS order_day, i - 500 AS revenue "
+                      "FROM range(" + str(1000 + i) + ") t(i)")
+            builds.append(c.execute("SELECT fct_rows FROM serving_build('src')").fetchone()[0])
+            c.close()
+            counts.append(settle(baseline))
+        done({"baseline": baseline, "counts": counts, "final": settle(baseline),
+              "watchdogs": watchdogs(), "builds": builds})
+        """,
+        ext_path, kind, tmp_path,
+    )
+    assert res["builds"] == [1000 + i for i in range(20)]
+    assert res["watchdogs"] == 0, f"{res['watchdogs']} streamhouse watchdog thread(s) still running"
+    assert res["final"] <= res["baseline"], res
+    assert max(res["counts"]) <= res["baseline"], f"thread count grew over the cycles: {res}"
+
+
+def test_file_database_rebuild_across_processes(ext_path, tmp_path, dataset):
+    """Build in one process, rebuild from another source in a second; a third sees only the second."""
+    rows, companies, csv_path, per_company, mart = dataset
+    rows2, companies2 = gen_rows(62, 5_000, 5, 20)
+    csv2 = write_csv(tmp_path / "orders2.csv", rows2)
+    per_company2, cells2 = oracle(rows2)
+    db = tmp_path / "multi.duckdb"
+    script = """
+        db, csv_path = sys.argv[2], sys.argv[3]
+        c = open_loaded(db)
+        load_src(c, csv_path)
+        s = c.execute("SELECT fct_rows FROM serving_build('src')").fetchone()[0]
+        c.close()
+        done({"fct_rows": s})
+        """
+    assert run_py(script, ext_path, db, csv_path)["fct_rows"] == len(rows)
+    assert run_py(script, ext_path, db, csv2)["fct_rows"] == len(rows2)
+    res = run_py(
+        """
+        db = sys.argv[2]
+        c = open_loaded(db)
+        companies = [r[0] for r in c.execute("SELECT DISTINCT company FROM mart_daily").fetchall()]
+        dash = {co: enc(c.execute("SELECT * FROM serving_dashboard(?)", [co]).fetchall()) for co in companies}
+        c.close()
+        done({"dash": dash})
+        """,
+        ext_path, db,
+    )
+    assert set(res["dash"]) == set(per_company2)
+    for company, want in per_company2.items():
+        assert dec(res["dash"][company]) == want
+
+
+def test_reopen_race_never_leaves_extension_unusable(ext_path):
+    """Close and immediately reopen (same settings) a named in-memory database many times.
+
+    Each reopen either gets the still-open database (the build must still be served) or a new,
+    empty one (serving_dashboard says to run serving_build). It must never get a database whose
+    extension connection was released while the reopen happened: LOAD is then a no-op and the
+    extension is unusable for the rest of that database's life."""
+    res = run_py(
+        """
+        CYCLES = int(sys.argv[2])
+        name = ':memory:race'
+        SRC = ("CREATE OR REPLACE TABLE src AS SELECT i AS order_id, 'c' || (i % 3) AS company, "
+               "DATE '2024-01-01' + CAST(i % 5 AS INTEGER) AS order_day, i AS revenue FROM range(100) t(i)")
+        c = open_loaded(name)
+        c.execute(SRC)
+        c.execute("SELECT * FROM serving_build('src')").fetchall()
+        import random
+        rng = random.Random(7)
+        outcomes = {"kept": 0, "fresh": 0}
+        failures = []
+        for trial in range(CYCLES):
+            if failures:
+                break
+            c.close()
+            # A short, varying gap lets the watchdog's check fall between close and reopen.
+            time.sleep(rng.uniform(0, 0.001))
+            c = open_loaded(name)
+            try:
+                n = len(c.execute("SELECT * FROM serving_dashboard('c1')").fetchall())
+                if n != 5:
+                    failures.append("wrong row count %d" % n)
+                outcomes["kept"] += 1
+            except duckdb.Error as e:
+                if "run serving_build" not in str(e):
+                    failures.append(str(e))
+                    c.close()
+                    name = ':memory:race' + str(trial)
+                    c = open_loaded(name)
+                else:
+                    outcomes["fresh"] += 1
+                c.execute(SRC)
+                c.execute("SELECT * FROM serving_build('src')").fetchall()
+        c.close()
+        done({"outcomes": outcomes, "failures": failures})
+        """,
+        ext_path, 1500,
+    )
+    assert res["failures"] == [], (
+        f"a close/reopen cycle left the extension unusable "
+        f"(outcomes {res['outcomes']}); first: {res['failures'][0]}"
+    )
+
+
+BUILD_AND_EXIT = """
+    db, csv_path, load = sys.argv[2], sys.argv[3], sys.argv[4] == "load"
+    c = open_loaded(db) if load else duckdb.connect(db)
+    load_src(c, csv_path)
+    if load:
+        c.execute("SELECT * FROM serving_build('src')").fetchall()
+    done({})
+    # The process exits here without closing the connection: DuckDB closes (and checkpoints)
+    # the database while the interpreter shuts down.
+    """
+
+
+def test_process_exit_without_close_checkpoints(ext_path, tmp_path, dataset):
+    rows, companies, csv_path, per_company, mart = dataset
+    # Control: without the extension, DuckDB checkpoints on exit and leaves no WAL.
+    control = tmp_path / "control.duckdb"
+    run_py(BUILD_AND_EXIT, ext_path, control, csv_path, "plain")
+    assert control.exists() and not wal_of(control).exists(), "control: plain DuckDB left a WAL"
+
+    db = tmp_path / "noclose.duckdb"
+    run_py(BUILD_AND_EXIT, ext_path, db, csv_path, "load")
+    wal_left = wal_of(db).exists()
+    # Whatever happened, no data may be lost: a new process sees the complete build.
+    res = run_py(
+        """
+        c = duckdb.connect(sys.argv[2])
+        mart = c.execute("SELECT company, order_day, revenue FROM mart_daily ORDER BY ALL").fetchall()
+        c.close()
+        done({"mart": enc(mart)})
+        """,
+        ext_path, db,
+    )
+    assert dec(res["mart"]) == mart
+    assert not wal_left, (
+        "with streamhouse loaded, exiting without an explicit close left a .wal file "
+        "(the database was not checkpointed; plain DuckDB leaves none)"
+    )
