@@ -8,6 +8,7 @@ pub mod error;
 mod functions;
 pub mod quote;
 pub mod schema;
+pub mod refresh;
 pub mod serving;
 mod session;
 pub mod source;

@@ -7,6 +7,8 @@ use crate::quote;
 pub const FACT: &str = "fct_orders";
 pub const MART: &str = "mart_daily";
 pub const META: &str = "serving_meta";
+/// Orders per mart group: what tells a refresh that a group became empty (a SUM alone cannot).
+pub const COUNTS: &str = "serving_mart_counts";
 
 const INTEGER_TYPES: [&str; 10] = [
     "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
@@ -168,11 +170,38 @@ pub fn fact_ddl(table: &str, temp: bool) -> String {
     )
 }
 
-/// The rollup, sorted by company so that a company predicate prunes row groups via zone maps.
+/// The rollup, sorted by company so that a company predicate prunes row groups via zone maps,
+/// and its per-group order counts, from one aggregation.
 pub fn mart_ctas() -> String {
     format!(
-        "CREATE OR REPLACE TABLE {MART} AS SELECT company, order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue \
-         FROM {FACT} GROUP BY company, order_day ORDER BY company, order_day"
+        "CREATE OR REPLACE TEMP TABLE __sh_agg AS SELECT company, order_day, \
+             CAST(SUM(revenue) AS HUGEINT) AS revenue, count(*) AS orders \
+         FROM {FACT} GROUP BY company, order_day ORDER BY company, order_day; \
+         CREATE OR REPLACE TABLE {MART} AS SELECT company, order_day, revenue FROM __sh_agg; \
+         CREATE OR REPLACE TABLE {COUNTS} AS SELECT company, order_day, orders FROM __sh_agg; \
+         DROP TABLE __sh_agg"
+    )
+}
+
+/// Bookkeeping of the serving layer: one row, replaced by every build.
+pub fn meta_ddl() -> String {
+    format!(
+        "CREATE OR REPLACE TABLE {META} (built_at TIMESTAMP, source VARCHAR, refreshed_at TIMESTAMP, \
+         refresh_source VARCHAR, refreshes BIGINT, lake_snapshot BIGINT, last_reconcile_at TIMESTAMP, \
+         last_reconcile_clean BOOLEAN)"
+    )
+}
+
+/// Two-way EXCEPT ALL between what is served (mart + counts) and a fresh aggregate of the fact.
+pub fn reconcile_sql() -> String {
+    format!(
+        "WITH fresh AS MATERIALIZED (SELECT company, order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue, \
+                                      count(*) AS orders FROM {FACT} GROUP BY company, order_day), \
+              served AS MATERIALIZED (SELECT company, order_day, m.revenue, c.orders \
+                                      FROM {MART} m FULL OUTER JOIN {COUNTS} c USING (company, order_day)) \
+         SELECT * FROM (SELECT 'mart_only' AS side, * FROM (FROM served EXCEPT ALL FROM fresh) \
+                        UNION ALL SELECT 'fact_only' AS side, * FROM (FROM fresh EXCEPT ALL FROM served)) \
+         ORDER BY company, order_day, side"
     )
 }
 

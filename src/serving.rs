@@ -164,10 +164,6 @@ pub fn check_duplicates(conn: &Connection, raw: &str, table: &str) -> Result<()>
     }
 }
 
-pub const META_DDL: &str = "CREATE TABLE IF NOT EXISTS serving_meta (\
-    built_at TIMESTAMP, refreshed_at TIMESTAMP, source VARCHAR, lake_snapshot BIGINT, \
-    refreshes BIGINT, last_reconcile_at TIMESTAMP, last_reconcile_clean BOOLEAN)";
-
 /// Counts and totals of the current serving tables.
 pub fn summarize(conn: &Connection, source: &str, lake_snapshot: Option<i64>, started: Instant) -> Result<BuildSummary> {
     let sql = format!(
@@ -203,10 +199,9 @@ pub fn build_from(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option
     load_checked(conn, src, &load)?;
     check_duplicates(conn, &src.raw, FACT)?;
     conn.execute_batch(&schema::mart_ctas()).map_err(|e| Error::duckdb("serving: building mart_daily", &e))?;
-    conn.execute_batch(&format!("{META_DDL}; DELETE FROM {META}"))
-        .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
+    conn.execute_batch(&schema::meta_ddl()).map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
     conn.execute(
-        &format!("INSERT INTO {META} VALUES (make_timestamp(?), NULL, ?, ?, 0, NULL, NULL)"),
+        &format!("INSERT INTO {META} VALUES (make_timestamp(?), ?, NULL, NULL, 0, ?, NULL, NULL)"),
         duckdb::params![now_micros(), src.raw, lake_snapshot],
     )
     .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
@@ -223,9 +218,9 @@ pub fn build(conn: &Connection, raw: &str) -> Result<BuildSummary> {
     .map_err(|e| explain_load_failure(conn, e))
 }
 
-fn not_built(function: &'static str, e: duckdb::Error) -> Error {
+pub fn not_built(function: &'static str, e: duckdb::Error) -> Error {
     let msg = clean_duckdb_message(&e);
-    if msg.contains("Catalog Error") && (msg.contains(MART) || msg.contains(FACT)) {
+    if msg.contains("Catalog Error") && [MART, FACT, META, schema::COUNTS].iter().any(|t| msg.contains(t)) {
         Error::NotBuilt { function }
     } else {
         Error::DuckDb { context: function.into(), message: msg }

@@ -7,6 +7,9 @@ mod serving_build;
 mod serving_dashboard;
 mod serving_explain;
 mod serving_olap;
+mod serving_reconcile;
+mod serving_refresh;
+mod serving_status;
 pub mod rows;
 mod scalar;
 
@@ -19,6 +22,9 @@ pub fn register_all(con: &Connection, session: &SharedSession) -> duckdb::Result
     con.register_table_function_with_extra_info::<serving_dashboard::ServingDashboard, _>("serving_dashboard", session)?;
     con.register_table_function_with_extra_info::<serving_olap::ServingOlap, _>("serving_olap", session)?;
     con.register_table_function_with_extra_info::<serving_explain::ServingExplain, _>("serving_explain", session)?;
+    con.register_table_function_with_extra_info::<serving_refresh::ServingRefresh, _>("serving_refresh", session)?;
+    con.register_table_function_with_extra_info::<serving_reconcile::ServingReconcile, _>("serving_reconcile", session)?;
+    con.register_table_function_with_extra_info::<serving_status::ServingStatus, _>("serving_status", session)?;
     con.register_scalar_function::<paimon_tier_ddl::PaimonTierDdl>("paimon_tier_ddl")?;
     con.register_scalar_function::<paimon_tier_upsert::PaimonTierUpsert>("paimon_tier_upsert")?;
     Ok(())

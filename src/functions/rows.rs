@@ -18,6 +18,10 @@ pub enum Cell {
     Null,
     BigInt(i64),
     HugeInt(i128),
+    /// Days since 1970-01-01.
+    Date(i32),
+    /// Microseconds since 1970-01-01 00:00:00 (TIMESTAMP).
+    Timestamp(i64),
     Double(f64),
     Bool(bool),
     Text(String),
@@ -109,6 +113,8 @@ impl Rows {
                     Cell::Null => vector.set_null(i),
                     Cell::BigInt(v) => unsafe { vector.as_mut_slice_with_len::<i64>(CHUNK)[i] = *v },
                     Cell::HugeInt(v) => unsafe { vector.as_mut_slice_with_len::<i128>(CHUNK)[i] = *v },
+                    Cell::Date(v) => unsafe { vector.as_mut_slice_with_len::<i32>(CHUNK)[i] = *v },
+                    Cell::Timestamp(v) => unsafe { vector.as_mut_slice_with_len::<i64>(CHUNK)[i] = *v },
                     Cell::Double(v) => unsafe { vector.as_mut_slice_with_len::<f64>(CHUNK)[i] = *v },
                     Cell::Bool(v) => unsafe { vector.as_mut_slice_with_len::<bool>(CHUNK)[i] = *v },
                     Cell::Text(s) => vector.insert(i, s.as_str()),

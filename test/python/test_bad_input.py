@@ -266,3 +266,106 @@ def test_failed_build_in_file_database_survives_reopen(ext_path, tmp_path):
         assert c.execute("SELECT count(*) FROM dup").fetchone()[0] == 2
     finally:
         c.close()
+
+
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+
+
+def _dup_case(kind: str, rng):
+    if kind == "dense_sorted":
+        ids = list(range(1, 20_001)) + [777]
+    elif kind == "dense_shuffled":
+        ids = list(range(1, 20_001)) + [15_000, 15_000, 9_000]
+        rng.shuffle(ids)
+    elif kind == "dense_negative":
+        ids = list(range(-10_000, 0)) + [-5_000]
+        rng.shuffle(ids)
+    elif kind == "sparse":
+        ids = list({rng.randrange(I64_MIN, I64_MAX) for _ in range(20_000)})
+        ids += [ids[123], ids[4567], ids[4567]]
+        rng.shuffle(ids)
+    elif kind == "extremes_min":
+        ids = [I64_MIN, I64_MAX, 0, I64_MIN] + list(range(1, 1000))
+    elif kind == "extremes_max":
+        ids = [I64_MAX, 5, I64_MIN, I64_MAX, I64_MAX]
+    elif kind == "adjacent_at_end":
+        ids = list(range(100, 5_100)) + [5_099]
+    elif kind == "first_two_equal":
+        ids = [1, 1] + list(range(2, 3_000))
+    else:
+        raise AssertionError(kind)
+    return ids
+
+
+@pytest.mark.parametrize("kind", ["dense_sorted", "dense_shuffled", "dense_negative", "sparse",
+                                  "extremes_min", "extremes_max", "adjacent_at_end", "first_two_equal"])
+def test_duplicate_detection_matches_oracle(good, kind):
+    """The message names the SMALLEST duplicated order_id and its exact count (Python oracle)."""
+    import random
+    from collections import Counter
+
+    con, rows, companies, snap = good
+    ids = _dup_case(kind, random.Random(kind))
+    counts = Counter(ids)
+    smallest = min(i for i, n in counts.items() if n > 1)
+    con.execute(f"CREATE TABLE dup_{kind} AS SELECT unnest($1::BIGINT[]) AS order_id, 'a' AS company, "
+                "DATE '2024-01-01' AS order_day, CAST(1 AS BIGINT) AS revenue", [ids])
+    expect_build_error(con, f"dup_{kind}", [f"duplicate order_id {smallest} ({counts[smallest]} rows)"])
+    assert_state_unchanged(con, rows, companies, snap)
+
+
+@pytest.mark.parametrize("ids", [
+    [I64_MIN, I64_MAX],
+    [I64_MAX, I64_MIN, 0, -1, 1],
+    list(range(5_000, 0, -1)),
+    list(range(0, 640_000, 64)),
+], ids=["extremes", "extremes_mixed", "descending", "strided"])
+def test_distinct_ids_are_not_reported_as_duplicates(con, ids):
+    con.execute("CREATE TABLE src AS SELECT unnest($1::BIGINT[]) AS order_id, 'a' AS company, "
+                "DATE '2024-01-01' AS order_day, unnest($2::BIGINT[]) AS revenue",
+                [ids, [n % 7 - 3 for n in range(len(ids))]])
+    summary = build(con, "src")
+    assert summary["fct_rows"] == len(ids)
+    assert summary["total_revenue"] == sum(n % 7 - 3 for n in range(len(ids)))
+
+
+def test_view_over_the_serving_tables_is_refused_or_idempotent(good):
+    """A view that reads fct_orders as the source: the build must either refuse it or rebuild the
+    same contents; it must never replace the serving tables with an empty (or partial) result."""
+    con, rows, companies, snap = good
+    con.execute("CREATE VIEW v_fct AS SELECT * FROM fct_orders")
+    summary = build_or_error(con, "v_fct")
+    if isinstance(summary, str):
+        assert_clean_message(summary)
+    else:
+        assert summary["fct_rows"] == len(rows), (
+            f"serving_build('v_fct') reported fct_rows {summary['fct_rows']}, expected {len(rows)}"
+        )
+    assert_state_unchanged(con, rows, companies, snap)
+
+
+def build_or_error(con, source):
+    try:
+        return build(con, source)
+    except duckdb.Error as e:
+        return str(e)
+
+
+def test_csv_file_with_impossible_date_names_the_value(good, tmp_path):
+    con, rows, companies, snap = good
+    path = tmp_path / "bad dates.csv"
+    path.write_text("order_id,company,order_day,revenue\n1,a,2024-02-28,5\n2,b,2024-02-30,6\n3,a,2024-03-01,7\n")
+    expect_build_error(con, str(path), ["'2024-02-30'", "order_id 2", "not a valid YYYY-MM-DD date"])
+    assert_state_unchanged(con, rows, companies, snap)
+
+
+@pytest.mark.parametrize("dropped,fn", [("mart_daily", "serving_dashboard"), ("fct_orders", "serving_olap"),
+                                        ("mart_daily", "serving_explain")])
+def test_dropped_serving_table_says_run_serving_build(good, dropped, fn):
+    con, rows, companies, snap = good
+    con.execute(f"DROP TABLE {dropped}")
+    with pytest.raises(duckdb.Error) as ei:
+        con.execute(f"SELECT * FROM {fn}('Acme')").fetchall()
+    assert "run serving_build(source) first" in str(ei.value), str(ei.value)
+    build(con, GOOD)
+    assert_state_unchanged(con, rows, companies, snap)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -144,23 +143,37 @@ def test_same_process_reopen_with_other_settings(ext_path, tmp_path, dataset, re
     res = run_py(
         """
         db, csv_path, reopen = sys.argv[2], sys.argv[3], sys.argv[4]
+
+        def reopen_and_read(path, table):
+            try:
+                if reopen == "read_only":
+                    c = duckdb.connect(path, read_only=True)
+                else:
+                    c = duckdb.connect(path)
+                rows = c.execute("SELECT * FROM " + table + " ORDER BY ALL").fetchall()
+                c.close()
+                return rows, None
+            except duckdb.Error as e:
+                return None, str(e)
+
+        # Control: the same sequence without the extension.
+        control = db + ".control"
+        c = duckdb.connect(control, config=CFG)
+        load_src(c, csv_path)
+        c.close()
+        control_rows, control_error = reopen_and_read(control, "src")
+
         c = open_loaded(db)
         load_src(c, csv_path)
         c.execute("SELECT * FROM serving_build('src')").fetchall()
         c.close()
-        try:
-            if reopen == "read_only":
-                c = duckdb.connect(db, read_only=True)
-            else:
-                c = duckdb.connect(db)
-            mart = c.execute("SELECT company, order_day, revenue FROM mart_daily ORDER BY ALL").fetchall()
-            c.close()
-            done({"mart": enc(mart), "error": None})
-        except duckdb.Error as e:
-            done({"mart": None, "error": str(e)})
+        mart, error = reopen_and_read(db, "mart_daily")
+        done({"control_ok": control_rows is not None, "control_error": control_error,
+              "mart": None if mart is None else enc(mart), "error": error})
         """,
         ext_path, db, csv_path, reopen,
     )
+    assert res["control_ok"], f"control without the extension failed: {res['control_error']}"
     assert res["error"] is None, f"immediate reopen after close failed: {res['error']}"
     assert dec(res["mart"]) == mart
 

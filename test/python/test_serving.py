@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime
 
+import duckdb
 import pytest
 
 from conftest import (
@@ -403,3 +404,60 @@ def test_build_from_second_connection_is_visible_to_first(con, tmp_path):
     finally:
         other.close()
     assert_every_company(con, rows, companies)
+
+
+@pytest.mark.parametrize("n_days", [2047, 2048, 2049, 5000])
+def test_company_with_more_days_than_one_vector(con, n_days):
+    """A dashboard answer longer than DuckDB's vector size (2048) is emitted over several
+    chunks; every row must arrive exactly once, in order."""
+    start = datetime.date(2000, 1, 1)
+    rows = []
+    oid = 1
+    for d in range(n_days):
+        day = start + datetime.timedelta(days=d)
+        for k in range(1 + d % 2):
+            rows.append((oid, "Long", day, (d * 7919) % 100_003 - 50_000 + k))
+            oid += 1
+    rows.append((oid, "Short", start, 1))
+    con.execute("CREATE TABLE src AS SELECT unnest($1::BIGINT[]) AS order_id, unnest($2::VARCHAR[]) AS company, "
+                "unnest($3::DATE[]) AS order_day, unnest($4::BIGINT[]) AS revenue",
+                [list(col) for col in zip(*rows)])
+    assert_summary(build(con, "src"), rows, "src")
+    want = oracle(rows)[0]["Long"]
+    assert len(want) == n_days
+    for fn in ["serving_dashboard", "serving_olap"]:
+        got = dashboard(con, "Long", fn)
+        assert len(got) == n_days, fn
+        assert got == want, fn
+        # Consumed through SQL too (aggregates over all chunks).
+        agg = con.execute(f"SELECT count(*), count(DISTINCT order_day), sum(revenue) FROM {fn}('Long')").fetchone()
+        assert agg == (n_days, n_days, sum(r for _, r in want)), fn
+    assert dashboard(con, "Short") == [(start, 1)]
+
+
+@pytest.mark.parametrize("how", ["search_path", "use"])
+def test_unqualified_source_resolves_like_the_callers_session(con, tmp_path, how):
+    """The caller's session decides what an unqualified name means. serving_build('src') must
+    read the table the caller's own `SELECT * FROM src` reads, or refuse; silently building from
+    a different same-named table would serve wrong numbers."""
+    decoy, _ = gen_rows(35, 1_000, 4, 10)
+    real, real_companies = gen_rows(36, 3_000, 6, 20)
+    load_table(con, "memory.main.src", decoy, tmp_path)
+    if how == "search_path":
+        con.execute("CREATE SCHEMA staging")
+        load_table(con, "staging.src", real, tmp_path)
+        con.execute("SET search_path = 'staging'")
+    else:
+        con.execute(f"ATTACH {sql_literal(str(tmp_path / 'other.duckdb'))} AS other")
+        load_table(con, "other.main.src", real, tmp_path)
+        con.execute("USE other")
+    # What the caller means by "src":
+    assert con.execute("SELECT count(*) FROM src").fetchone()[0] == len(real)
+    try:
+        summary = build(con, "src")
+    except duckdb.Error:
+        return  # refusing an ambiguous name is acceptable
+    assert summary["fct_rows"] == len(real) and summary["total_revenue"] == sum(r[3] for r in real), (
+        f"serving_build('src') built from a different table than the caller's `src` "
+        f"(fct_rows {summary['fct_rows']}, expected {len(real)}; the decoy has {len(decoy)})"
+    )
