@@ -7,6 +7,7 @@ NUL-padded fields (three empty, abi type, extension version, C API version, plat
 magic "4"), then 256 signature bytes left zero (the file is unsigned).
 """
 import argparse
+import os
 import shutil
 
 
@@ -48,9 +49,12 @@ def main() -> None:
     p.add_argument("--capi-version", default="v1.2.0")
     p.add_argument("--abi", default="C_STRUCT")
     a = p.parse_args()
-    shutil.copyfile(a.library, a.out)
-    with open(a.out, "ab") as f:
+    # Write beside and rename: a process that has the old file loaded keeps a valid mapping.
+    tmp = a.out + ".tmp"
+    shutil.copyfile(a.library, tmp)
+    with open(tmp, "ab") as f:
         f.write(footer(a.platform, a.extension_version, a.capi_version, a.abi))
+    os.replace(tmp, a.out)
 
 
 if __name__ == "__main__":

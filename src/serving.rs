@@ -67,12 +67,6 @@ pub struct ResolvedSource {
 
 pub fn resolve(conn: &Connection, raw: &str, allow_deleted: bool) -> Result<ResolvedSource> {
     let source = Source::parse(raw)?;
-    if source.is_serving_table() {
-        return Err(Error::BadSource {
-            source: raw.into(),
-            reason: "it is one of the serving tables that this call replaces".into(),
-        });
-    }
     let relation = source.relation_sql();
     let described = describe(conn, raw, &relation)?;
     let columns = schema::match_columns(raw, &described, allow_deleted)?;
@@ -189,16 +183,24 @@ pub fn summarize(conn: &Connection, source: &str, lake_snapshot: Option<i64>, st
 }
 
 /// Replaces the serving tables from `relation` (already resolved); the caller owns the transaction.
+/// Replaces the serving tables from a resolved source; the caller owns the transaction.
+/// The new fact is loaded under a staging name and renamed into place only after every check,
+/// so a source that reads the current fct_orders (even through a view) still sees it.
 pub fn build_from(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>) -> Result<()> {
     let load = format!(
-        "{}; INSERT INTO {FACT} SELECT {} FROM {}",
-        schema::fact_ddl(FACT, false),
+        "{}; INSERT INTO {STAGED_FACT} SELECT {} FROM {}",
+        schema::fact_ddl(STAGED_FACT, false),
         src.columns.fact_select_list(),
         src.relation
     );
     load_checked(conn, src, &load)?;
-    check_duplicates(conn, &src.raw, FACT)?;
-    conn.execute_batch(&schema::mart_ctas()).map_err(|e| Error::duckdb("serving: building mart_daily", &e))?;
+    check_duplicates(conn, &src.raw, STAGED_FACT)?;
+    let failed = |e: duckdb::Error| Error::duckdb("serving: building mart_daily", &e);
+    conn.execute_batch(&format!(
+        "DROP TABLE IF EXISTS {FACT}; ALTER TABLE {STAGED_FACT} RENAME TO {FACT}; {}",
+        schema::mart_ctas()
+    ))
+    .map_err(failed)?;
     conn.execute_batch(&schema::meta_ddl()).map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
     conn.execute(
         &format!("INSERT INTO {META} VALUES (make_timestamp(?), ?, NULL, NULL, 0, ?, NULL, NULL)"),
@@ -207,6 +209,9 @@ pub fn build_from(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option
     .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
     Ok(())
 }
+
+/// Where a build loads the new fact before it replaces fct_orders.
+const STAGED_FACT: &str = "__streamhouse_fct_orders_new";
 
 pub fn build(conn: &Connection, raw: &str) -> Result<BuildSummary> {
     let started = Instant::now();

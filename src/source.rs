@@ -131,14 +131,6 @@ impl Source {
             }
         }
     }
-
-    /// True when the source names one of the tables that serving_build replaces.
-    pub fn is_serving_table(&self) -> bool {
-        matches!(self, Source::Table(p) if p.last().is_some_and(|t| {
-            let t = t.to_ascii_lowercase();
-            t == "fct_orders" || t == "mart_daily"
-        }))
-    }
 }
 
 #[cfg(test)]

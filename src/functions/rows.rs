@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo};
+use duckdb::Connection;
 
 use crate::error::{Error, Result};
 use crate::session::SharedSession;
@@ -65,24 +66,41 @@ pub fn declare(bind: &BindInfo, columns: &[(&str, LogicalTypeId)]) {
     }
 }
 
-/// The single VARCHAR parameter `name` of `function`, refusing NULL.
-pub fn text_param(bind: &BindInfo, function: &'static str, name: &'static str) -> Result<String> {
-    let v = bind.get_parameter(0);
-    if v.is_null() {
-        return Err(Error::NullArgument { function, parameter: name });
-    }
-    Ok(v.to_string())
+/// What bind captures for init: the function's VARCHAR argument (if it takes one) and the
+/// caller's search_path, which our connection then uses to resolve unqualified names.
+pub struct Call {
+    pub arg: String,
+    pub search_path: String,
 }
 
-/// The session passed as extra info at registration.
-pub fn session(init: &InitInfo) -> SharedSession {
+/// Reads the single VARCHAR parameter `name` of `function` (refusing NULL) and the caller's
+/// search_path. Bind must not have side effects: it also runs under EXPLAIN and PREPARE.
+pub fn bind_call(bind: &BindInfo, function: &'static str, name: Option<&'static str>) -> Result<Call> {
+    let arg = match name {
+        Some(parameter) => {
+            let v = bind.get_parameter(0);
+            if v.is_null() {
+                return Err(Error::NullArgument { function, parameter });
+            }
+            v.to_string()
+        }
+        None => String::new(),
+    };
+    let search_path = bind.get_config_option("search_path").map(|v| v.to_string()).unwrap_or_default();
+    Ok(Call { arg, search_path })
+}
+
+/// Runs `f` on the extension's connection with what bind captured.
+pub fn run<R>(init: &InitInfo, f: impl FnOnce(&Connection, &str) -> Result<R>) -> Result<R> {
+    let call = bind_data::<Call>(init);
     // SAFETY: every table function is registered with a `SharedSession` as extra info
     // (functions::register_all), which DuckDB keeps alive as long as the function exists.
-    unsafe { (*init.get_extra_info::<SharedSession>()).clone() }
+    let session: SharedSession = unsafe { (*init.get_extra_info::<SharedSession>()).clone() };
+    session.with(&call.search_path, |conn| f(conn, &call.arg))
 }
 
 /// The bind data of a function whose `BindData` is `T`.
-pub fn bind_data<T>(init: &InitInfo) -> &T {
+fn bind_data<T>(init: &InitInfo) -> &T {
     // SAFETY: the vtab glue stores a boxed `T` as bind data before init runs and frees it only
     // after the function's execution ends, which outlives this borrow.
     unsafe { &*init.get_bind_data::<T>() }

@@ -3,14 +3,10 @@
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
-use super::rows::{self, Cell, Rows};
+use super::rows::{self, Call, Cell, Rows};
 use crate::serving::{self, BuildSummary};
 
 pub struct ServingBuild;
-
-pub struct Bind {
-    source: String,
-}
 
 pub const SUMMARY: [(&str, LogicalTypeId); 8] = [
     ("fct_rows", LogicalTypeId::Bigint),
@@ -37,18 +33,17 @@ pub fn summary_row(s: BuildSummary) -> Vec<Cell> {
 }
 
 impl VTab for ServingBuild {
-    type BindData = Bind;
+    type BindData = Call;
     type InitData = Rows;
 
     // Bind only declares the result: it also runs under EXPLAIN and PREPARE, which must not build.
-    fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
+    fn bind(bind: &BindInfo) -> Result<Call, Box<dyn std::error::Error>> {
         rows::declare(bind, &SUMMARY);
-        Ok(Bind { source: rows::text_param(bind, "serving_build", "source")? })
+        Ok(rows::bind_call(bind, "serving_build", Some("source"))?)
     }
 
     fn init(init: &InitInfo) -> Result<Rows, Box<dyn std::error::Error>> {
-        let source = &rows::bind_data::<Bind>(init).source;
-        let summary = rows::session(init).with(|conn| serving::build(conn, source))?;
+        let summary = rows::run(init, serving::build)?;
         Ok(Rows::new(vec![summary_row(summary)]))
     }
 

@@ -4,27 +4,22 @@
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
-use super::rows::{self, DayRevenueRows};
+use super::rows::{self, Call, DayRevenueRows};
 use crate::serving;
 
 pub struct ServingDashboard;
 
-pub struct Bind {
-    company: String,
-}
-
 impl VTab for ServingDashboard {
-    type BindData = Bind;
+    type BindData = Call;
     type InitData = DayRevenueRows;
 
-    fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
+    fn bind(bind: &BindInfo) -> Result<Call, Box<dyn std::error::Error>> {
         rows::declare(bind, &rows::DAY_REVENUE);
-        Ok(Bind { company: rows::text_param(bind, "serving_dashboard", "company")? })
+        Ok(rows::bind_call(bind, "serving_dashboard", Some("company"))?)
     }
 
     fn init(init: &InitInfo) -> Result<DayRevenueRows, Box<dyn std::error::Error>> {
-        let company = &rows::bind_data::<Bind>(init).company;
-        let result = rows::session(init).with(|conn| serving::dashboard(conn, company))?;
+        let result = rows::run(init, serving::dashboard)?;
         Ok(DayRevenueRows::new(result))
     }
 

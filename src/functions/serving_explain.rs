@@ -4,27 +4,22 @@
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
-use super::rows::{self, Cell, Rows};
+use super::rows::{self, Call, Cell, Rows};
 use crate::serving;
 
 pub struct ServingExplain;
 
-pub struct Bind {
-    company: String,
-}
-
 impl VTab for ServingExplain {
-    type BindData = Bind;
+    type BindData = Call;
     type InitData = Rows;
 
-    fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
+    fn bind(bind: &BindInfo) -> Result<Call, Box<dyn std::error::Error>> {
         rows::declare(bind, &[("explain_key", LogicalTypeId::Varchar), ("explain_value", LogicalTypeId::Varchar)]);
-        Ok(Bind { company: rows::text_param(bind, "serving_explain", "company")? })
+        Ok(rows::bind_call(bind, "serving_explain", Some("company"))?)
     }
 
     fn init(init: &InitInfo) -> Result<Rows, Box<dyn std::error::Error>> {
-        let company = &rows::bind_data::<Bind>(init).company;
-        let plan = rows::session(init).with(|conn| serving::explain(conn, company))?;
+        let plan = rows::run(init, serving::explain)?;
         Ok(Rows::new(plan.into_iter().map(|(k, v)| vec![Cell::Text(k), Cell::Text(v)]).collect()))
     }
 

@@ -4,27 +4,22 @@
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
-use super::rows::{self, DayRevenueRows};
+use super::rows::{self, Call, DayRevenueRows};
 use crate::serving;
 
 pub struct ServingOlap;
 
-pub struct Bind {
-    company: String,
-}
-
 impl VTab for ServingOlap {
-    type BindData = Bind;
+    type BindData = Call;
     type InitData = DayRevenueRows;
 
-    fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
+    fn bind(bind: &BindInfo) -> Result<Call, Box<dyn std::error::Error>> {
         rows::declare(bind, &rows::DAY_REVENUE);
-        Ok(Bind { company: rows::text_param(bind, "serving_olap", "company")? })
+        Ok(rows::bind_call(bind, "serving_olap", Some("company"))?)
     }
 
     fn init(init: &InitInfo) -> Result<DayRevenueRows, Box<dyn std::error::Error>> {
-        let company = &rows::bind_data::<Bind>(init).company;
-        let result = rows::session(init).with(|conn| serving::olap(conn, company))?;
+        let result = rows::run(init, serving::olap)?;
         Ok(DayRevenueRows::new(result))
     }
 

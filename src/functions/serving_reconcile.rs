@@ -4,16 +4,16 @@
 use duckdb::core::{DataChunkHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
-use super::rows::{self, Cell, Rows};
+use super::rows::{self, Call, Cell, Rows};
 use crate::refresh;
 
 pub struct ServingReconcile;
 
 impl VTab for ServingReconcile {
-    type BindData = ();
+    type BindData = Call;
     type InitData = Rows;
 
-    fn bind(bind: &BindInfo) -> Result<(), Box<dyn std::error::Error>> {
+    fn bind(bind: &BindInfo) -> Result<Call, Box<dyn std::error::Error>> {
         rows::declare(
             bind,
             &[
@@ -24,11 +24,11 @@ impl VTab for ServingReconcile {
                 ("orders", LogicalTypeId::Bigint),
             ],
         );
-        Ok(())
+        Ok(rows::bind_call(bind, "serving_reconcile", None)?)
     }
 
     fn init(init: &InitInfo) -> Result<Rows, Box<dyn std::error::Error>> {
-        let diffs = rows::session(init).with(refresh::reconcile)?;
+        let diffs = rows::run(init, |conn, _| refresh::reconcile(conn))?;
         Ok(Rows::new(
             diffs
                 .into_iter()

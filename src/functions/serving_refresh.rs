@@ -4,14 +4,10 @@
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
-use super::rows::{self, Cell, Rows};
+use super::rows::{self, Call, Cell, Rows};
 use crate::refresh::{self, RefreshSummary};
 
 pub struct ServingRefresh;
-
-pub struct Bind {
-    changes: String,
-}
 
 pub const SUMMARY: [(&str, LogicalTypeId); 10] = [
     ("inserted", LogicalTypeId::Bigint),
@@ -42,17 +38,16 @@ pub fn summary_row(s: RefreshSummary) -> Vec<Cell> {
 }
 
 impl VTab for ServingRefresh {
-    type BindData = Bind;
+    type BindData = Call;
     type InitData = Rows;
 
-    fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
+    fn bind(bind: &BindInfo) -> Result<Call, Box<dyn std::error::Error>> {
         rows::declare(bind, &SUMMARY);
-        Ok(Bind { changes: rows::text_param(bind, "serving_refresh", "changes")? })
+        Ok(rows::bind_call(bind, "serving_refresh", Some("changes"))?)
     }
 
     fn init(init: &InitInfo) -> Result<Rows, Box<dyn std::error::Error>> {
-        let changes = &rows::bind_data::<Bind>(init).changes;
-        let summary = rows::session(init).with(|conn| refresh::refresh(conn, changes))?;
+        let summary = rows::run(init, refresh::refresh)?;
         Ok(Rows::new(vec![summary_row(summary)]))
     }
 

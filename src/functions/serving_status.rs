@@ -4,16 +4,16 @@
 use duckdb::core::{DataChunkHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
-use super::rows::{self, Cell, Rows};
+use super::rows::{self, Call, Cell, Rows};
 use crate::refresh;
 
 pub struct ServingStatus;
 
 impl VTab for ServingStatus {
-    type BindData = ();
+    type BindData = Call;
     type InitData = Rows;
 
-    fn bind(bind: &BindInfo) -> Result<(), Box<dyn std::error::Error>> {
+    fn bind(bind: &BindInfo) -> Result<Call, Box<dyn std::error::Error>> {
         rows::declare(
             bind,
             &[
@@ -30,11 +30,11 @@ impl VTab for ServingStatus {
                 ("age_seconds", LogicalTypeId::Double),
             ],
         );
-        Ok(())
+        Ok(rows::bind_call(bind, "serving_status", None)?)
     }
 
     fn init(init: &InitInfo) -> Result<Rows, Box<dyn std::error::Error>> {
-        let s = rows::session(init).with(refresh::status)?;
+        let s = rows::run(init, |conn, _| refresh::status(conn))?;
         let ts = |v: Option<i64>| v.map_or(Cell::Null, Cell::Timestamp);
         Ok(Rows::new(vec![vec![
             ts(s.built_at),
