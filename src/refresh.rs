@@ -37,10 +37,6 @@ fn exec(conn: &Connection, what: &str, sql: &str) -> Result<()> {
     conn.execute_batch(sql).map_err(|e| Error::duckdb(format!("serving_refresh: {what}"), &e))
 }
 
-fn count(conn: &Connection, what: &str, sql: &str) -> Result<i64> {
-    conn.query_row(sql, [], |r| r.get(0)).map_err(|e| Error::duckdb(format!("serving_refresh: {what}"), &e))
-}
-
 /// Fails with NotBuilt unless a build has created the serving tables.
 pub fn require_built(conn: &Connection, function: &'static str) -> Result<()> {
     conn.query_row(&format!("SELECT count(*) FROM {META}, {COUNTS} LIMIT 1"), [], |r| r.get::<_, i64>(0))
@@ -121,32 +117,36 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .map_err(|e| Error::duckdb("serving_refresh: counting changes", &e))?;
-    let same_group = |a: &str, b: &str| format!("{a}.company = {b}.company AND {a}.order_day = {b}.order_day");
+    // The delta per group carries the group's order count after the change (from the counts
+    // before it), so one MERGE per table updates, creates or removes each touched group.
     exec(
         conn,
         "applying changes",
         &format!(
             "INSERT INTO {FACT} SELECT order_id, company, order_day, revenue FROM {CHANGES} WHERE NOT deleted;
              CREATE OR REPLACE TEMP TABLE {DELTA} AS
-               SELECT company, order_day, CAST(SUM(rev) AS HUGEINT) AS drev, SUM(cnt) AS dcnt FROM (
-                 SELECT company, order_day, -CAST(revenue AS HUGEINT) AS rev, -1 AS cnt FROM {OLD}
-                 UNION ALL
-                 SELECT company, order_day, revenue, 1 FROM {CHANGES} WHERE NOT deleted)
-               GROUP BY company, order_day HAVING SUM(rev) <> 0 OR SUM(cnt) <> 0;
-             UPDATE {COUNTS} c SET orders = c.orders + d.dcnt FROM {DELTA} d WHERE {c_d};
-             INSERT INTO {COUNTS} SELECT company, order_day, dcnt FROM {DELTA} d
-               WHERE NOT EXISTS (SELECT 1 FROM {COUNTS} c WHERE {c_d});
-             UPDATE {MART} m SET revenue = m.revenue + d.drev FROM {DELTA} d WHERE {m_d};
-             INSERT INTO {MART} SELECT company, order_day, drev FROM {DELTA} d
-               WHERE NOT EXISTS (SELECT 1 FROM {MART} m WHERE {m_d});
-             DELETE FROM {MART} m USING {COUNTS} c WHERE {m_c} AND c.orders = 0;
-             DELETE FROM {COUNTS} WHERE orders = 0;",
-            c_d = same_group("c", "d"),
-            m_d = same_group("m", "d"),
-            m_c = same_group("m", "c"),
+               SELECT d.*, coalesce(c.orders, 0) + d.dcnt AS new_orders FROM (
+                 SELECT company, order_day, CAST(SUM(rev) AS HUGEINT) AS drev, SUM(cnt) AS dcnt FROM (
+                   SELECT company, order_day, -CAST(revenue AS HUGEINT) AS rev, -1 AS cnt FROM {OLD}
+                   UNION ALL
+                   SELECT company, order_day, revenue, 1 FROM {CHANGES} WHERE NOT deleted)
+                 GROUP BY company, order_day HAVING SUM(rev) <> 0 OR SUM(cnt) <> 0) d
+               LEFT JOIN {COUNTS} c USING (company, order_day);
+             MERGE INTO {COUNTS} c USING {DELTA} d USING (company, order_day)
+               WHEN MATCHED AND d.new_orders = 0 THEN DELETE
+               WHEN MATCHED THEN UPDATE SET orders = d.new_orders
+               WHEN NOT MATCHED THEN INSERT (company, order_day, orders) VALUES (d.company, d.order_day, d.new_orders);
+             MERGE INTO {MART} m USING {DELTA} d USING (company, order_day)
+               WHEN MATCHED AND d.new_orders = 0 THEN DELETE
+               WHEN MATCHED THEN UPDATE SET revenue = m.revenue + d.drev
+               WHEN NOT MATCHED THEN INSERT (company, order_day, revenue) VALUES (d.company, d.order_day, d.drev);"
         ),
     )?;
-    let broken = count(conn, "checking group counts", &format!("SELECT count(*) FROM {COUNTS} WHERE orders < 0"))?;
+    let (touched, broken): (i64, i64) = conn
+        .query_row(&format!("SELECT count(*), count(*) FILTER (WHERE new_orders < 0) FROM {DELTA}"), [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .map_err(|e| Error::duckdb("serving_refresh: counting mart changes", &e))?;
     if broken > 0 {
         return Err(Error::DuckDb {
             context: "serving_refresh".into(),
@@ -156,7 +156,6 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
             ),
         });
     }
-    let touched = count(conn, "counting mart changes", &format!("SELECT count(*) FROM {DELTA}"))?;
     conn.execute(
         &format!(
             "UPDATE {META} SET refreshed_at = make_timestamp(?), refresh_source = ?, refreshes = refreshes + 1, \
@@ -165,6 +164,11 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
         duckdb::params![now_micros(), src.raw, lake_snapshot],
     )
     .map_err(|e| Error::duckdb("serving_refresh: writing serving_meta", &e))?;
+    let (fct_rows, mart_rows): (i64, i64) = conn
+        .query_row(&format!("SELECT (SELECT count(*) FROM {FACT}), (SELECT count(*) FROM {MART})"), [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .map_err(|e| Error::duckdb("serving_refresh: counting", &e))?;
     exec(conn, "cleaning up", &format!("DROP TABLE {CHANGES}; DROP TABLE {OLD}; DROP TABLE {DELTA};"))?;
     Ok(RefreshSummary {
         inserted,
@@ -172,8 +176,8 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
         deleted,
         ignored_deletes: ignored,
         mart_rows_touched: touched,
-        fct_rows: count(conn, "counting", &format!("SELECT count(*) FROM {FACT}"))?,
-        mart_rows: count(conn, "counting", &format!("SELECT count(*) FROM {MART}"))?,
+        fct_rows,
+        mart_rows,
         source: src.raw.clone(),
         lake_snapshot,
         elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
