@@ -1,8 +1,10 @@
-//! Thin FFI layer: one file per SQL function, each turning DuckDB callbacks into calls of the
-//! pure modules. `register_all` is the only thing the entrypoint calls.
+//! Thin FFI layer: one file per SQL function, each saying what it computes; the DuckDB callback
+//! glue is written once (`table`, `scalar`). `register_all` is all the entrypoint calls.
 
 mod paimon_tier_ddl;
 mod paimon_tier_upsert;
+pub mod rows;
+mod scalar;
 mod serving_build;
 mod serving_dashboard;
 mod serving_explain;
@@ -10,21 +12,21 @@ mod serving_olap;
 mod serving_reconcile;
 mod serving_refresh;
 mod serving_status;
-pub mod rows;
-mod scalar;
+mod table;
 
 use duckdb::Connection;
 
 use crate::session::SharedSession;
+use table::{PerCompany, Table};
 
 pub fn register_all(con: &Connection, session: &SharedSession) -> duckdb::Result<()> {
-    con.register_table_function_with_extra_info::<serving_build::ServingBuild, _>("serving_build", session)?;
-    con.register_table_function_with_extra_info::<serving_dashboard::ServingDashboard, _>("serving_dashboard", session)?;
-    con.register_table_function_with_extra_info::<serving_olap::ServingOlap, _>("serving_olap", session)?;
-    con.register_table_function_with_extra_info::<serving_explain::ServingExplain, _>("serving_explain", session)?;
-    con.register_table_function_with_extra_info::<serving_refresh::ServingRefresh, _>("serving_refresh", session)?;
-    con.register_table_function_with_extra_info::<serving_reconcile::ServingReconcile, _>("serving_reconcile", session)?;
-    con.register_table_function_with_extra_info::<serving_status::ServingStatus, _>("serving_status", session)?;
+    con.register_table_function_with_extra_info::<Table<serving_build::ServingBuild>, _>("serving_build", session)?;
+    con.register_table_function_with_extra_info::<PerCompany<serving_dashboard::ServingDashboard>, _>("serving_dashboard", session)?;
+    con.register_table_function_with_extra_info::<PerCompany<serving_olap::ServingOlap>, _>("serving_olap", session)?;
+    con.register_table_function_with_extra_info::<Table<serving_explain::ServingExplain>, _>("serving_explain", session)?;
+    con.register_table_function_with_extra_info::<Table<serving_refresh::ServingRefresh>, _>("serving_refresh", session)?;
+    con.register_table_function_with_extra_info::<Table<serving_reconcile::ServingReconcile>, _>("serving_reconcile", session)?;
+    con.register_table_function_with_extra_info::<Table<serving_status::ServingStatus>, _>("serving_status", session)?;
     con.register_scalar_function::<paimon_tier_ddl::PaimonTierDdl>("paimon_tier_ddl")?;
     con.register_scalar_function::<paimon_tier_upsert::PaimonTierUpsert>("paimon_tier_upsert")?;
     Ok(())

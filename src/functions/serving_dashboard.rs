@@ -1,34 +1,17 @@
-//! `serving_dashboard(company VARCHAR)`: (order_day, revenue) for one company, revenue DESC then day.
-//! Reads only mart_daily, through a cached prepared statement with the company bound.
+//! `serving_dashboard(company VARCHAR)`: (order_day, revenue) for one company, revenue DESC then
+//! day. Reads only mart_daily, through a cached prepared statement with the company bound.
 
-use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
-use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
+use duckdb::Connection;
 
-use super::rows::{self, Call, DayRevenueRows};
-use crate::serving;
+use super::table::CompanyFunction;
+use crate::error::Result;
+use crate::serving::{self, DayRevenue};
 
 pub struct ServingDashboard;
 
-impl VTab for ServingDashboard {
-    type BindData = Call;
-    type InitData = DayRevenueRows;
-
-    fn bind(bind: &BindInfo) -> Result<Call, Box<dyn std::error::Error>> {
-        rows::declare(bind, &rows::DAY_REVENUE);
-        Ok(rows::bind_call(bind, "serving_dashboard", Some("company"))?)
-    }
-
-    fn init(init: &InitInfo) -> Result<DayRevenueRows, Box<dyn std::error::Error>> {
-        let result = rows::run(init, serving::dashboard)?;
-        Ok(DayRevenueRows::new(result))
-    }
-
-    fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {
-        func.get_init_data().emit(output);
-        Ok(())
-    }
-
-    fn parameters() -> Option<Vec<LogicalTypeHandle>> {
-        Some(vec![LogicalTypeHandle::from(LogicalTypeId::Varchar)])
+impl CompanyFunction for ServingDashboard {
+    const NAME: &'static str = "serving_dashboard";
+    fn query(conn: &Connection, company: &str) -> Result<DayRevenue> {
+        serving::dashboard(conn, company)
     }
 }

@@ -1,34 +1,24 @@
 //! `serving_explain(company VARCHAR)`: EXPLAIN of exactly the statement serving_dashboard runs.
 //! A table function is an opaque node in an outer EXPLAIN, so this is how its plan is shown.
 
-use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
-use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
+use duckdb::core::LogicalTypeId;
+use duckdb::Connection;
 
-use super::rows::{self, Call, Cell, Rows};
+use super::rows::Cell;
+use super::table::RowsFunction;
+use crate::error::Result;
 use crate::serving;
 
 pub struct ServingExplain;
 
-impl VTab for ServingExplain {
-    type BindData = Call;
-    type InitData = Rows;
+impl RowsFunction for ServingExplain {
+    const NAME: &'static str = "serving_explain";
+    const PARAM: Option<&'static str> = Some("company");
+    const COLUMNS: &'static [(&'static str, LogicalTypeId)] =
+        &[("explain_key", LogicalTypeId::Varchar), ("explain_value", LogicalTypeId::Varchar)];
 
-    fn bind(bind: &BindInfo) -> Result<Call, Box<dyn std::error::Error>> {
-        rows::declare(bind, &[("explain_key", LogicalTypeId::Varchar), ("explain_value", LogicalTypeId::Varchar)]);
-        Ok(rows::bind_call(bind, "serving_explain", Some("company"))?)
-    }
-
-    fn init(init: &InitInfo) -> Result<Rows, Box<dyn std::error::Error>> {
-        let plan = rows::run(init, serving::explain)?;
-        Ok(Rows::new(plan.into_iter().map(|(k, v)| vec![Cell::Text(k), Cell::Text(v)]).collect()))
-    }
-
-    fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {
-        func.get_init_data().emit(output);
-        Ok(())
-    }
-
-    fn parameters() -> Option<Vec<LogicalTypeHandle>> {
-        Some(vec![LogicalTypeHandle::from(LogicalTypeId::Varchar)])
+    fn rows(conn: &Connection, company: &str) -> Result<Vec<Vec<Cell>>> {
+        let plan = serving::explain(conn, company)?;
+        Ok(plan.into_iter().map(|(k, v)| vec![Cell::Text(k), Cell::Text(v)]).collect())
     }
 }
