@@ -23,6 +23,8 @@ pub enum Error {
     NotBuilt { function: &'static str },
     /// An identifier (e.g. a Paimon table name) is malformed.
     BadIdentifier { function: &'static str, name: String, reason: String },
+    /// A Paimon table could not be opened or read.
+    Lake { function: &'static str, path: String, problem: String },
     /// The extension's own connection is gone (the database is being closed).
     Closed,
     /// Loading the source failed inside the build transaction. `probes` are queries that find
@@ -66,6 +68,7 @@ impl fmt::Display for Error {
             Error::BadIdentifier { function, name, reason } => {
                 write!(f, "{function}: invalid table name '{name}': {reason}")
             }
+            Error::Lake { function, path, problem } => write!(f, "{function}: Paimon table '{path}': {problem}"),
             Error::Closed => write!(
                 f,
                 "streamhouse: the extension's connection to this database was released because every \

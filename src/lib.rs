@@ -5,7 +5,9 @@
 
 pub mod dupcheck;
 pub mod error;
+
 mod functions;
+pub mod lake;
 pub mod quote;
 pub mod schema;
 pub mod refresh;

@@ -184,16 +184,11 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
     })
 }
 
-/// Applies a change set that is already resolved; owns the transaction.
-pub fn refresh_resolved(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>) -> Result<RefreshSummary> {
-    let started = Instant::now();
-    in_transaction(conn, || apply(conn, src, lake_snapshot, started))
-        .map_err(|e| serving::explain_load_failure(conn, e))
-}
-
 pub fn refresh(conn: &Connection, raw: &str) -> Result<RefreshSummary> {
+    let started = Instant::now();
     let src = serving::resolve(conn, raw, true)?;
-    refresh_resolved(conn, &src, None)
+    in_transaction(conn, || apply(conn, &src, src.lake_snapshot, started))
+    .map_err(|e| serving::explain_load_failure(conn, e))
 }
 
 /// One differing row of a reconciliation.

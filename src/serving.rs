@@ -5,11 +5,14 @@
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use duckdb::arrow::array::{Array, Date32Array, Decimal128Array, Int64Array};
+use duckdb::arrow::datatypes::DataType;
 use duckdb::types::ValueRef;
 use duckdb::Connection;
 
 use crate::dupcheck;
 use crate::error::{clean_duckdb_message, Error, Result};
+use crate::lake::{self, LakeTable};
+use crate::quote;
 use crate::schema::{self, SourceColumns, FACT, MART, META};
 use crate::source::Source;
 
@@ -63,14 +66,78 @@ pub struct ResolvedSource {
     pub raw: String,
     pub relation: String,
     pub columns: SourceColumns,
+    /// For a Paimon source: the snapshot whose merged state was read.
+    pub lake_snapshot: Option<i64>,
 }
 
+/// Resolves a source string. A Paimon source is read and staged into a temp table of our own
+/// connection (replaced by the next staging).
 pub fn resolve(conn: &Connection, raw: &str, allow_deleted: bool) -> Result<ResolvedSource> {
+    if let Some(path) = lake::paimon_path(raw) {
+        return resolve_lake(conn, raw, &path, allow_deleted);
+    }
     let source = Source::parse(raw)?;
     let relation = source.relation_sql();
     let described = describe(conn, raw, &relation)?;
     let columns = schema::match_columns(raw, &described, allow_deleted)?;
-    Ok(ResolvedSource { raw: raw.into(), relation, columns })
+    Ok(ResolvedSource { raw: raw.into(), relation, columns, lake_snapshot: None })
+}
+
+/// DuckDB's name for an Arrow type, for the columns we stage (others are reported as Arrow names).
+fn duckdb_type_name(dt: &DataType) -> String {
+    match dt {
+        DataType::Int8 => "TINYINT".into(),
+        DataType::Int16 => "SMALLINT".into(),
+        DataType::Int32 => "INTEGER".into(),
+        DataType::Int64 => "BIGINT".into(),
+        DataType::UInt8 => "UTINYINT".into(),
+        DataType::UInt16 => "USMALLINT".into(),
+        DataType::UInt32 => "UINTEGER".into(),
+        DataType::UInt64 => "UBIGINT".into(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "VARCHAR".into(),
+        DataType::Date32 => "DATE".into(),
+        DataType::Boolean => "BOOLEAN".into(),
+        DataType::Float32 => "FLOAT".into(),
+        DataType::Float64 => "DOUBLE".into(),
+        DataType::Decimal128(p, s) => format!("DECIMAL({p},{s})"),
+        other => other.to_string(),
+    }
+}
+
+/// Where a Paimon source's merged state is staged for the build or refresh SQL.
+const LAKE_STAGE: &str = "__sh_lake";
+
+/// Reads the merged state of a Paimon table (latest snapshot) and stages the serving columns.
+fn resolve_lake(conn: &Connection, raw: &str, path: &str, allow_deleted: bool) -> Result<ResolvedSource> {
+    const FUNCTION: &str = "serving";
+    let table = LakeTable::open(FUNCTION, path)?;
+    let (snapshot, batches) = table.read(FUNCTION, None)?;
+    let schema = table.schema(FUNCTION)?;
+    let described: Vec<(String, String)> =
+        schema.fields().iter().map(|f| (f.name().clone(), duckdb_type_name(f.data_type()))).collect();
+    let columns = schema::match_columns(raw, &described, allow_deleted)?;
+    let wanted: Vec<&String> = [&columns.order_id, &columns.company, &columns.order_day, &columns.revenue]
+        .into_iter()
+        .chain(columns.deleted.as_ref())
+        .collect();
+    let indices: Vec<usize> = wanted.iter().map(|n| schema.index_of(n).expect("matched column exists")).collect();
+    let ddl = indices
+        .iter()
+        .map(|&i| format!("{} {}", quote::ident(schema.field(i).name()), described[i].1))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let failed = |e: duckdb::Error| Error::duckdb(format!("serving: staging Paimon table '{path}'"), &e);
+    conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {LAKE_STAGE} ({ddl})")).map_err(failed)?;
+    let mut appender = conn.appender(LAKE_STAGE).map_err(failed)?;
+    for batch in batches {
+        let projected = batch.project(&indices).map_err(|e| Error::DuckDb {
+            context: format!("serving: staging Paimon table '{path}'"),
+            message: e.to_string(),
+        })?;
+        appender.append_record_batch(projected).map_err(failed)?;
+    }
+    appender.flush().map_err(failed)?;
+    Ok(ResolvedSource { raw: raw.into(), relation: LAKE_STAGE.into(), columns, lake_snapshot: snapshot })
 }
 
 fn first_row_strings(conn: &Connection, sql: &str) -> Option<(String, String)> {
@@ -215,10 +282,12 @@ const STAGED_FACT: &str = "__streamhouse_fct_orders_new";
 
 pub fn build(conn: &Connection, raw: &str) -> Result<BuildSummary> {
     let started = Instant::now();
+    // Resolved before the transaction: a Paimon source's staged rows must survive a rollback so
+    // that explain_load_failure can point at the offending row.
+    let src = resolve(conn, raw, false)?;
     in_transaction(conn, || {
-        let src = resolve(conn, raw, false)?;
-        build_from(conn, &src, None)?;
-        summarize(conn, raw, None, started)
+        build_from(conn, &src, src.lake_snapshot)?;
+        summarize(conn, raw, src.lake_snapshot, started)
     })
     .map_err(|e| explain_load_failure(conn, e))
 }

@@ -1,6 +1,10 @@
 //! Thin FFI layer: one file per SQL function, each saying what it computes; the DuckDB callback
 //! glue is written once (`table`, `scalar`). `register_all` is all the entrypoint calls.
 
+mod lake_batches;
+mod paimon_changelog;
+mod paimon_scan;
+mod paimon_snapshots;
 mod paimon_tier_ddl;
 mod paimon_tier_upsert;
 pub mod rows;
@@ -27,6 +31,9 @@ pub fn register_all(con: &Connection, session: &SharedSession) -> duckdb::Result
     con.register_table_function_with_extra_info::<Table<serving_refresh::ServingRefresh>, _>("serving_refresh", session)?;
     con.register_table_function_with_extra_info::<Table<serving_reconcile::ServingReconcile>, _>("serving_reconcile", session)?;
     con.register_table_function_with_extra_info::<Table<serving_status::ServingStatus>, _>("serving_status", session)?;
+    con.register_table_function::<paimon_scan::PaimonScan>("paimon_scan")?;
+    con.register_table_function::<paimon_changelog::PaimonChangelog>("paimon_changelog")?;
+    con.register_table_function_with_extra_info::<Table<paimon_snapshots::PaimonSnapshots>, _>("paimon_snapshots", session)?;
     con.register_scalar_function::<paimon_tier_ddl::PaimonTierDdl>("paimon_tier_ddl")?;
     con.register_scalar_function::<paimon_tier_upsert::PaimonTierUpsert>("paimon_tier_upsert")?;
     Ok(())

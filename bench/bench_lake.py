@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Lake read benchmark (part of make bench): the merged read of a 1M-row, 5-commit Paimon
+primary-key table, to Arrow, by paimon_scan vs pypaimon_rust vs pypaimon, medians, one run."""
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import duckdb
+import pyarrow as pa
+
+ROWS = 1_000_000
+COMMITS = 5
+
+
+def write_table(root):
+    from pypaimon import CatalogFactory, Schema
+
+    catalog = CatalogFactory.create({"warehouse": root})
+    catalog.create_database("db", ignore_if_exists=True)
+    schema = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
+                        ("order_day", pa.date32()), ("revenue", pa.int64())])
+    catalog.create_table("db.orders", Schema.from_pyarrow_schema(
+        schema, primary_keys=["order_id"], options={"bucket": "1", "merge-engine": "deduplicate"}), False)
+    table = catalog.get_table("db.orders")
+    con = duckdb.connect()
+    for c in range(COMMITS):
+        # commit 0 writes every order, later commits rewrite a fifth of them (same keys)
+        where = "" if c == 0 else f"WHERE hash(i * {c}) % 5 = 0"
+        batch = con.execute(f"""SELECT i AS order_id, 'company_' || (hash(i + {c}) % 50) AS company,
+                   DATE '2026-01-01' + CAST(hash(i * 7 + {c}) % 365 AS INTEGER) AS order_day,
+                   CAST(hash(i * 13 + {c}) % 100000 AS BIGINT) AS revenue
+                   FROM range({ROWS}) t(i) {where}""").to_arrow_table().cast(schema)
+        wb = table.new_batch_write_builder()
+        w, cm = wb.new_write(), wb.new_commit()
+        w.write_arrow(batch)
+        cm.commit(w.prepare_commit())
+        w.close()
+        cm.close()
+    return table, f"{root}/db.db/orders"
+
+
+def median(fn, runs):
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main():
+    ext = sys.argv[1]
+    root = tempfile.mkdtemp(prefix="sh-lake-bench-")
+    try:
+        table, path = write_table(root)
+        con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+        con.execute(f"LOAD '{ext}'")
+        from pypaimon_rust.datafusion import PaimonCatalog
+
+        rust_table = PaimonCatalog({"warehouse": root}).get_table("db.orders")
+
+        def ours():
+            return con.execute("SELECT * FROM paimon_scan($1)", [path]).to_arrow_table()
+
+        def pypaimon_rust():
+            rb = rust_table.new_read_builder()
+            return pa.Table.from_batches(rb.new_read().read(rb.new_scan().plan().splits()))
+
+        def pypaimon():
+            rb = table.new_read_builder()
+            return rb.new_read().to_arrow(rb.new_scan().plan().splits())
+
+        n = ours().num_rows
+        assert n == ROWS == pypaimon_rust().num_rows, "readers disagree on the merged row count"
+        t_ours = median(ours, 5)
+        t_rust = median(pypaimon_rust, 5)
+        t_py = median(pypaimon, 1)
+        print(f"lake read  {ROWS:,} rows / {COMMITS} commits: paimon_scan {t_ours * 1e3:8.1f} ms   "
+              f"pypaimon_rust {t_rust * 1e3:8.1f} ms ({t_rust / t_ours:4.2f}x of ours, target >= 1.0x)   "
+              f"pypaimon {t_py * 1e3:8.1f} ms ({t_py / t_ours:5.1f}x)")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

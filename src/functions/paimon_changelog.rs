@@ -1,0 +1,88 @@
+//! `paimon_changelog(path VARCHAR [, from_snapshot := BIGINT])`: the bounded streaming view of
+//! a Paimon table: every change from the first snapshot (or `from_snapshot`) to the latest, in
+//! commit order, as `(snapshot_id, row_kind, <table columns>)`. It stops at the latest snapshot.
+
+use std::sync::Arc;
+
+use duckdb::arrow::array::{ArrayRef, Int64Array};
+use duckdb::arrow::datatypes::{DataType, Field, Schema};
+use duckdb::arrow::record_batch::RecordBatch;
+use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
+use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
+
+use super::lake_batches::{self, Batches};
+use super::paimon_scan::{path_param, snapshot_param};
+use crate::error::Error;
+use crate::lake::LakeTable;
+
+const NAME: &str = "paimon_changelog";
+
+pub struct PaimonChangelog;
+
+pub struct Bind {
+    path: String,
+    from: Option<i64>,
+    schema: Arc<Schema>,
+}
+
+fn output_schema(table: &Schema) -> Arc<Schema> {
+    let mut fields = vec![
+        Field::new("snapshot_id", DataType::Int64, false),
+        Field::new("row_kind", DataType::Utf8, false),
+    ];
+    fields.extend(table.fields().iter().map(|f| f.as_ref().clone()));
+    Arc::new(Schema::new(fields))
+}
+
+impl VTab for PaimonChangelog {
+    type BindData = Bind;
+    type InitData = Batches;
+
+    fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
+        let path = path_param(bind, NAME)?;
+        let table = LakeTable::open(NAME, &path)?;
+        let schema = output_schema(&*table.schema(NAME)?);
+        lake_batches::declare(bind, NAME, &schema)?;
+        Ok(Bind { path, from: snapshot_param(bind, "from_snapshot"), schema })
+    }
+
+    fn init(init: &InitInfo) -> Result<Batches, Box<dyn std::error::Error>> {
+        // SAFETY: bind stored a boxed `Bind` before init runs; DuckDB frees it after execution.
+        let bind = unsafe { &*init.get_bind_data::<Bind>() };
+        let table = LakeTable::open(NAME, &bind.path)?;
+        let snapshots = table.snapshots(NAME)?;
+        let (Some(first), Some(last)) = (snapshots.first().map(|s| s.id), snapshots.last().map(|s| s.id)) else {
+            return Ok(Batches::new(Vec::new()));
+        };
+        let from = bind.from.unwrap_or(first);
+        if from < first || from > last {
+            return Err(Box::new(Error::Lake {
+                function: NAME,
+                path: bind.path.clone(),
+                problem: format!("from_snapshot {from} is outside the table's snapshots {first}..{last}"),
+            }));
+        }
+        let mut out = Vec::new();
+        for id in from..=last {
+            for batch in table.changes_of(NAME, id)? {
+                // The audit log is `rowkind` followed by the table's columns.
+                let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![id; batch.num_rows()]))];
+                columns.extend(batch.columns().iter().cloned());
+                out.push(RecordBatch::try_new(bind.schema.clone(), columns)?);
+            }
+        }
+        Ok(Batches::new(out))
+    }
+
+    fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {
+        func.get_init_data().emit(output)
+    }
+
+    fn parameters() -> Option<Vec<LogicalTypeHandle>> {
+        Some(vec![LogicalTypeHandle::from(LogicalTypeId::Varchar)])
+    }
+
+    fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
+        Some(vec![("from_snapshot".into(), LogicalTypeHandle::from(LogicalTypeId::Bigint))])
+    }
+}
