@@ -28,6 +28,7 @@ unit:
 	cargo test --release --locked
 
 sqllogictest: release venv
+	$(PY) scripts/make_lake_fixtures.py build/test-data
 	$(PY) scripts/sqllogictest.py --extension build/release/$(EXT) test/sql
 	$(VENV15)/bin/python scripts/sqllogictest.py --extension build/release/$(EXT) test/sql
 
@@ -41,6 +42,7 @@ demo: release venv
 
 bench: release venv
 	$(PY) bench/bench.py build/release/$(EXT)
+	$(PY) bench/bench_lake.py build/release/$(EXT)
 
 clean:
 	cargo clean

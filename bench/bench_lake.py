@@ -28,7 +28,7 @@ def write_table(root):
     for c in range(COMMITS):
         # commit 0 writes every order, later commits rewrite a fifth of them (same keys)
         where = "" if c == 0 else f"WHERE hash(i * {c}) % 5 = 0"
-        batch = con.execute(f"""SELECT i AS order_id, 'company_' || (hash(i + {c}) % 50) AS company,
+        batch = con.sql(f"""SELECT i AS order_id, 'company_' || (hash(i + {c}) % 50) AS company,
                    DATE '2026-01-01' + CAST(hash(i * 7 + {c}) % 365 AS INTEGER) AS order_day,
                    CAST(hash(i * 13 + {c}) % 100000 AS BIGINT) AS revenue
                    FROM range({ROWS}) t(i) {where}""").to_arrow_table().cast(schema)
@@ -62,7 +62,7 @@ def main():
         rust_table = PaimonCatalog({"warehouse": root}).get_table("db.orders")
 
         def ours():
-            return con.execute("SELECT * FROM paimon_scan($1)", [path]).to_arrow_table()
+            return con.sql("SELECT * FROM paimon_scan('" + path.replace("'", "''") + "')").to_arrow_table()
 
         def pypaimon_rust():
             rb = rust_table.new_read_builder()

@@ -118,7 +118,19 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
         )
         .map_err(|e| Error::duckdb("serving_refresh: counting changes", &e))?;
     // The delta per group carries the group's order count after the change (from the counts
-    // before it), so one MERGE per table updates, creates or removes each touched group.
+    // before it). The mart and its counts are small (company x day), so they are rewritten from
+    // "old rows of untouched groups + new values of touched groups": cheaper than DuckDB's
+    // row-by-row MERGE, and it keeps the mart sorted by company for pruning.
+    let next = |table: &str, value: &str, new_value: &str| {
+        format!(
+            "CREATE OR REPLACE TEMP TABLE __sh_next AS
+               SELECT company, order_day, {value} FROM {table} t ANTI JOIN {DELTA} d USING (company, order_day)
+               UNION ALL
+               SELECT d.company, d.order_day, {new_value} FROM {DELTA} d LEFT JOIN {table} t USING (company, order_day)
+               WHERE d.new_orders <> 0;
+             CREATE OR REPLACE TABLE {table} AS SELECT * FROM __sh_next ORDER BY company, order_day;"
+        )
+    };
     exec(
         conn,
         "applying changes",
@@ -132,14 +144,11 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
                    SELECT company, order_day, revenue, 1 FROM {CHANGES} WHERE NOT deleted)
                  GROUP BY company, order_day HAVING SUM(rev) <> 0 OR SUM(cnt) <> 0) d
                LEFT JOIN {COUNTS} c USING (company, order_day);
-             MERGE INTO {COUNTS} c USING {DELTA} d USING (company, order_day)
-               WHEN MATCHED AND d.new_orders = 0 THEN DELETE
-               WHEN MATCHED THEN UPDATE SET orders = d.new_orders
-               WHEN NOT MATCHED THEN INSERT (company, order_day, orders) VALUES (d.company, d.order_day, d.new_orders);
-             MERGE INTO {MART} m USING {DELTA} d USING (company, order_day)
-               WHEN MATCHED AND d.new_orders = 0 THEN DELETE
-               WHEN MATCHED THEN UPDATE SET revenue = m.revenue + d.drev
-               WHEN NOT MATCHED THEN INSERT (company, order_day, revenue) VALUES (d.company, d.order_day, d.drev);"
+             {}
+             {}
+             DROP TABLE __sh_next;",
+            next(MART, "revenue", "CAST(coalesce(t.revenue, 0) + d.drev AS HUGEINT) AS revenue"),
+            next(COUNTS, "orders", "d.new_orders AS orders"),
         ),
     )?;
     let (touched, broken): (i64, i64) = conn

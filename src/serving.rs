@@ -108,18 +108,21 @@ fn duckdb_type_name(dt: &DataType) -> String {
 const LAKE_STAGE: &str = "__sh_lake";
 
 /// Reads the merged state of a Paimon table (latest snapshot) and stages the serving columns.
+///
+/// For a refresh (`allow_deleted`) whose serving layer was built from the lake at snapshot S,
+/// only the orders changed after S are staged: their keys come from the table's changes
+/// between S and the latest snapshot, their rows from the latest merged state, and a key with
+/// no merged row any more is staged as deleted.
 fn resolve_lake(conn: &Connection, raw: &str, path: &str, allow_deleted: bool) -> Result<ResolvedSource> {
     const FUNCTION: &str = "serving";
     let table = LakeTable::open(FUNCTION, path)?;
-    let (snapshot, batches) = table.read(FUNCTION, None)?;
     let schema = table.schema(FUNCTION)?;
     let described: Vec<(String, String)> =
         schema.fields().iter().map(|f| (f.name().clone(), duckdb_type_name(f.data_type()))).collect();
-    let columns = schema::match_columns(raw, &described, allow_deleted)?;
-    let wanted: Vec<&String> = [&columns.order_id, &columns.company, &columns.order_day, &columns.revenue]
-        .into_iter()
-        .chain(columns.deleted.as_ref())
-        .collect();
+    let mut columns = schema::match_columns(raw, &described, false)?;
+    let since = if allow_deleted { built_lake_snapshot(conn)? } else { None };
+    let (snapshot, batches) = table.read(FUNCTION, None)?;
+    let wanted = [&columns.order_id, &columns.company, &columns.order_day, &columns.revenue];
     let indices: Vec<usize> = wanted.iter().map(|n| schema.index_of(n).expect("matched column exists")).collect();
     let ddl = indices
         .iter()
@@ -127,17 +130,67 @@ fn resolve_lake(conn: &Connection, raw: &str, path: &str, allow_deleted: bool) -
         .collect::<Vec<_>>()
         .join(", ");
     let failed = |e: duckdb::Error| Error::duckdb(format!("serving: staging Paimon table '{path}'"), &e);
+    let arrow_failed = |e: duckdb::arrow::error::ArrowError| Error::DuckDb {
+        context: format!("serving: staging Paimon table '{path}'"),
+        message: e.to_string(),
+    };
     conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {LAKE_STAGE} ({ddl})")).map_err(failed)?;
     let mut appender = conn.appender(LAKE_STAGE).map_err(failed)?;
     for batch in batches {
-        let projected = batch.project(&indices).map_err(|e| Error::DuckDb {
-            context: format!("serving: staging Paimon table '{path}'"),
-            message: e.to_string(),
-        })?;
-        appender.append_record_batch(projected).map_err(failed)?;
+        appender.append_record_batch(batch.project(&indices).map_err(arrow_failed)?).map_err(failed)?;
     }
     appender.flush().map_err(failed)?;
-    Ok(ResolvedSource { raw: raw.into(), relation: LAKE_STAGE.into(), columns, lake_snapshot: snapshot })
+    drop(appender);
+    let Some(since) = since else {
+        return Ok(ResolvedSource { raw: raw.into(), relation: LAKE_STAGE.into(), columns, lake_snapshot: snapshot });
+    };
+    // Changed keys between the snapshot the mart reflects and the one just read.
+    let key = schema.index_of(&columns.order_id).expect("matched column exists") + 1; // after rowkind
+    conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {LAKE_KEYS} (order_id BIGINT)")).map_err(failed)?;
+    let mut appender = conn.appender(LAKE_KEYS).map_err(failed)?;
+    for id in (since + 1)..=snapshot.unwrap_or(since) {
+        for batch in table.changes_of(FUNCTION, id)? {
+            let keys = duckdb::arrow::compute::cast(batch.column(key), &DataType::Int64).map_err(arrow_failed)?;
+            let keys = duckdb::arrow::record_batch::RecordBatch::try_from_iter([("order_id", keys)]).map_err(arrow_failed)?;
+            appender.append_record_batch(keys).map_err(failed)?;
+        }
+    }
+    appender.flush().map_err(failed)?;
+    drop(appender);
+    let id = quote::ident(&columns.order_id);
+    let others = [&columns.company, &columns.order_day, &columns.revenue]
+        .map(|c| quote::ident(c))
+        .join(", ");
+    conn.execute_batch(&format!(
+        "CREATE OR REPLACE TEMP TABLE {LAKE_CHANGES} AS
+           SELECT {id}, {others}, false AS deleted FROM {LAKE_STAGE}
+             WHERE {id} IN (SELECT order_id FROM {LAKE_KEYS})
+           UNION ALL
+           SELECT DISTINCT k.order_id, NULL, NULL, NULL, true FROM {LAKE_KEYS} k
+             WHERE k.order_id NOT IN (SELECT {id} FROM {LAKE_STAGE})"
+    ))
+    .map_err(failed)?;
+    columns.deleted = Some("deleted".into());
+    Ok(ResolvedSource { raw: raw.into(), relation: LAKE_CHANGES.into(), columns, lake_snapshot: snapshot })
+}
+
+const LAKE_KEYS: &str = "__sh_lake_keys";
+const LAKE_CHANGES: &str = "__sh_lake_changes";
+
+/// The lake snapshot the serving layer reflects; refreshing from a lake needs one.
+fn built_lake_snapshot(conn: &Connection) -> Result<Option<i64>> {
+    let snapshot: Option<i64> = conn
+        .query_row(&format!("SELECT lake_snapshot FROM {META}"), [], |r| r.get(0))
+        .map_err(|e| not_built("serving_refresh", e))?;
+    match snapshot {
+        Some(s) => Ok(Some(s)),
+        None => Err(Error::DuckDb {
+            context: "serving_refresh".into(),
+            message: "the serving layer was not built from a Paimon table (serving_status().lake_snapshot is NULL); \
+                      run serving_build('paimon:<path>') first"
+                .into(),
+        }),
+    }
 }
 
 fn first_row_strings(conn: &Connection, sql: &str) -> Option<(String, String)> {

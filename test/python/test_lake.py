@@ -254,3 +254,50 @@ def test_lake_bad_input_keeps_previous_build(wh, con, tmp_path):
         assert con.execute("SELECT * FROM mart_daily").fetchall() == before
     with pytest.raises(duckdb.Error, match="not a Paimon table"):
         scan(con, str(plain))
+
+
+def test_serving_refresh_from_paimon_reads_only_the_new_snapshots(wh, con):
+    schema = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
+                        ("order_day", pa.date32()), ("revenue", pa.int64()), ("op", pa.string())])
+    t = wh.create("orders", schema, ["order_id"], {"bucket": "1", "merge-engine": "deduplicate",
+                                                  "changelog-producer": "input", "rowkind.field": "op"})
+    rng = random.Random(41)
+    companies = ["acme", "globex", "O'Reilly"]
+    base = datetime.date(2026, 11, 1)
+
+    def row(i, op="+I"):
+        return {"order_id": i, "company": rng.choice(companies), "order_day": base + datetime.timedelta(days=rng.randrange(6)),
+                "revenue": rng.randint(-100, 900), "op": op}
+
+    t.commit([row(i) for i in range(200)])
+    t.commit([row(i, "+U") for i in rng.sample(range(200), 30)])
+    source = "paimon:" + wh.path("orders")
+    assert con.execute("SELECT lake_snapshot FROM serving_build($1)", [source]).fetchone()[0] == 2
+
+    def check():
+        state = {r["order_id"]: r for r in oracle_deduplicate(t.commits, key="order_id")}
+        assert con.execute("SELECT count(*) FROM serving_reconcile()").fetchone()[0] == 0
+        for c in companies:
+            sums: dict = {}
+            for r in state.values():
+                if r["company"] == c:
+                    sums[r["order_day"]] = sums.get(r["order_day"], 0) + r["revenue"]
+            assert con.execute("SELECT * FROM serving_dashboard($1)", [c]).fetchall() == \
+                sorted(sums.items(), key=lambda kv: (-kv[1], kv[0]))
+        return state
+
+    next_id = 200
+    for step in range(3):
+        changed = rng.sample(range(next_id), 25)
+        rows = [row(i, "+U") for i in changed[:15]] + [{**row(i), "op": "-D"} for i in changed[15:]]
+        rows += [row(i) for i in range(next_id, next_id + 10)]
+        next_id += 10
+        t.commit(rows)
+        summary = con.execute("SELECT inserted + updated + deleted + ignored_deletes, lake_snapshot FROM serving_refresh($1)",
+                              [source]).fetchone()
+        assert summary == (35, 3 + step), summary  # only this snapshot's 35 keys were applied
+        check()
+    assert con.execute("SELECT lake_snapshot, refreshes FROM serving_status()").fetchone() == (5, 3)
+    # nothing new in the lake: nothing to apply
+    assert con.execute("SELECT inserted + updated + deleted, mart_rows_touched FROM serving_refresh($1)", [source]).fetchone() == (0, 0)
+    check()
