@@ -21,7 +21,7 @@ debug:
 	python3 scripts/append_metadata.py $(CARGO_TARGET_DIR)/debug/libstreamhouse.so build/debug/$(EXT)
 
 venv:
-	scripts/venv.sh $(VENV) scripts/requirements.txt
+	scripts/venv.sh $(VENV) scripts/requirements.txt scripts/constraints.txt
 	scripts/venv.sh $(VENV15) scripts/requirements-duckdb15.txt
 
 unit:
