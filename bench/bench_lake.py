@@ -2,13 +2,13 @@
 """Lake read benchmark (part of make bench): the merged read of a 1M-row, 5-commit Paimon
 primary-key table, to Arrow, by paimon_scan vs pypaimon_rust vs pypaimon, medians, one run."""
 import shutil
-import statistics
 import sys
 import tempfile
-import time
 
 import duckdb
 import pyarrow as pa
+
+from bench import median_time as median
 
 ROWS = 1_000_000
 COMMITS = 5
@@ -39,15 +39,6 @@ def write_table(root):
         w.close()
         cm.close()
     return table, f"{root}/db.db/orders"
-
-
-def median(fn, runs):
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def main():

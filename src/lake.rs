@@ -141,14 +141,15 @@ impl LakeTable {
     pub fn read(&self, function: &'static str, snapshot: Option<i64>) -> Result<(Option<i64>, Vec<Batch60>)> {
         let latest = self.latest_snapshot(function)?;
         let target = match (snapshot, latest) {
-            (_, None) if snapshot.is_none() => return Ok((None, Vec::new())),
-            (Some(id), Some(last)) if id < 1 || id > last => {
+            (None, None) => return Ok((None, Vec::new())),
+            (None, Some(last)) => last,
+            (Some(id), Some(last)) if (1..=last).contains(&id) => id,
+            (Some(id), Some(last)) => {
                 return Err(self.err(function, format!("snapshot {id} does not exist (latest is {last})")))
             }
-            (Some(id), None) => return Err(self.err(function, format!("snapshot {id} does not exist (the table has no snapshot)"))),
-            (Some(id), _) => id,
-            (None, Some(last)) => last,
-            (None, None) => unreachable!(),
+            (Some(id), None) => {
+                return Err(self.err(function, format!("snapshot {id} does not exist (the table has no snapshot)")))
+            }
         };
         // first-row keeps the earliest row per key; Paimon's batch scan would skip uncompacted
         // level-0 files for it, which hides rows never compacted: read every file instead.

@@ -114,8 +114,8 @@ impl Session {
             .and_then(|mut s| s.query_row([], |r| r.get(0)));
         match count {
             Ok(n) if n > 1 => false,
-            // n <= 1, or the instance is shutting down: let go either way. The lock stays held
-            // while the instance is destroyed, so the exit hook can wait for the checkpoint.
+            // n <= 1, or the instance is shutting down: let go either way. Dropped under the
+            // lock, so a concurrent call sees either a live connection or `Error::Closed`.
             _ => {
                 drop(guard.take());
                 true
