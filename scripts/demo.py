@@ -31,7 +31,7 @@ def main(ext: str) -> None:
         print(con.sql(f"SELECT * EXCLUDE (source) FROM serving_build('{orders}')"))
 
     company = "O'Reilly Media"
-    print(f"SELECT * FROM serving_dashboard('{company}') LIMIT 5;")
+    print("SELECT * FROM serving_dashboard('O''Reilly Media') LIMIT 5;".replace("O'R", "O''R"))
     print(con.sql("SELECT * FROM serving_dashboard('O''Reilly Media') LIMIT 5"))
 
     plan = "\n".join(v for _, v in con.execute("SELECT * FROM serving_explain($1)", [company]).fetchall())
@@ -45,7 +45,48 @@ def main(ext: str) -> None:
     print(f"reconciled: serving_dashboard == serving_olap for all {len(COMPANIES)} companies\n")
 
     print("Paimon lake table for the Fluss tier:")
-    print(con.execute("SELECT paimon_tier_ddl('lake.fct_orders')").fetchone()[0])
+    print(con.execute("SELECT paimon_tier_ddl('lake.fct_orders')").fetchall()[0][0])
+    lake_demo(con)
+
+
+def lake_demo(con) -> None:
+    """The same serving layer fed straight from a Paimon partial-update table (written here with
+    Apache Paimon's pypaimon), then refreshed after a revenue correction lands in the lake."""
+    import datetime
+
+    import pyarrow as pa
+    from pypaimon import CatalogFactory, Schema
+
+    with tempfile.TemporaryDirectory() as tmp:
+        catalog = CatalogFactory.create({"warehouse": tmp})
+        catalog.create_database("db", ignore_if_exists=True)
+        schema = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
+                            ("order_day", pa.date32()), ("revenue", pa.int64())])
+        options = {"bucket": "1", "merge-engine": "partial-update", "changelog-producer": "input"}
+        catalog.create_table("db.fct_orders", Schema.from_pyarrow_schema(
+            schema, primary_keys=["order_id"], options=options), False)
+        table = catalog.get_table("db.fct_orders")
+
+        def commit(rows):
+            wb = table.new_batch_write_builder()
+            w, c = wb.new_write(), wb.new_commit()
+            w.write_arrow(pa.Table.from_pylist(rows, schema=schema))
+            c.commit(w.prepare_commit())
+            w.close()
+            c.close()
+
+        day = datetime.date(2026, 11, 30)
+        commit([{"order_id": i, "company": COMPANIES[i % 3], "order_day": day - datetime.timedelta(days=i % 4),
+                 "revenue": 100 * i} for i in range(1, 13)])
+        path = f"{tmp}/db.db/fct_orders"
+        print("\nLake: a Paimon partial-update table (written by pypaimon), built straight into the serving layer")
+        print(con.sql(f"SELECT fct_rows, mart_rows, lake_snapshot FROM serving_build('paimon:{path}')"))
+        commit([{"order_id": 3, "company": None, "order_day": None, "revenue": 5}])  # a revenue correction
+        print("a revenue correction lands (snapshot 2); SELECT ... FROM serving_refresh('paimon:<dir>')")
+        print(con.sql(f"SELECT inserted, updated, deleted, lake_snapshot FROM serving_refresh('paimon:{path}')"))
+        print(con.sql("SELECT lake_snapshot, refreshes, round(age_seconds, 3) AS age_seconds FROM serving_status()"))
+        clean = con.execute("SELECT count(*) FROM serving_reconcile()").fetchall()[0][0] == 0
+        print("serving_reconcile(): empty, mart == fact" if clean else "serving_reconcile(): DIFFERENCES")
 
 
 if __name__ == "__main__":
