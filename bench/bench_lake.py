@@ -4,26 +4,25 @@ primary-key table, to Arrow, by paimon_scan vs pypaimon_rust vs pypaimon, median
 import shutil
 import sys
 import tempfile
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
 from bench import median_time as median
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from paimon_write import commit, create_table, open_warehouse  # noqa: E402
+
 ROWS = 1_000_000
 COMMITS = 5
 
 
 def write_table(root):
-    from pypaimon import CatalogFactory, Schema
-
-    catalog = CatalogFactory.create({"warehouse": root})
-    catalog.create_database("db", ignore_if_exists=True)
+    catalog = open_warehouse(root)
     schema = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
                         ("order_day", pa.date32()), ("revenue", pa.int64())])
-    catalog.create_table("db.orders", Schema.from_pyarrow_schema(
-        schema, primary_keys=["order_id"], options={"bucket": "1", "merge-engine": "deduplicate"}), False)
-    table = catalog.get_table("db.orders")
+    table = create_table(catalog, "orders", schema, ["order_id"], {"bucket": "1", "merge-engine": "deduplicate"})
     con = duckdb.connect()
     for c in range(COMMITS):
         # commit 0 writes every order, later commits rewrite a fifth of them (same keys)
@@ -32,12 +31,7 @@ def write_table(root):
                    DATE '2026-01-01' + CAST(hash(i * 7 + {c}) % 365 AS INTEGER) AS order_day,
                    CAST(hash(i * 13 + {c}) % 100000 AS BIGINT) AS revenue
                    FROM range({ROWS}) t(i) {where}""").to_arrow_table().cast(schema)
-        wb = table.new_batch_write_builder()
-        w, cm = wb.new_write(), wb.new_commit()
-        w.write_arrow(batch)
-        cm.commit(w.prepare_commit())
-        w.close()
-        cm.close()
+        commit(table, schema, batch)
     return table, f"{root}/db.db/orders"
 
 

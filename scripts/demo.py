@@ -55,25 +55,18 @@ def lake_demo(con) -> None:
     import datetime
 
     import pyarrow as pa
-    from pypaimon import CatalogFactory, Schema
+
+    from paimon_write import commit as paimon_commit, create_table, open_warehouse
 
     with tempfile.TemporaryDirectory() as tmp:
-        catalog = CatalogFactory.create({"warehouse": tmp})
-        catalog.create_database("db", ignore_if_exists=True)
+        catalog = open_warehouse(tmp)
         schema = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
                             ("order_day", pa.date32()), ("revenue", pa.int64())])
         options = {"bucket": "1", "merge-engine": "partial-update", "changelog-producer": "input"}
-        catalog.create_table("db.fct_orders", Schema.from_pyarrow_schema(
-            schema, primary_keys=["order_id"], options=options), False)
-        table = catalog.get_table("db.fct_orders")
+        table = create_table(catalog, "fct_orders", schema, ["order_id"], options)
 
         def commit(rows):
-            wb = table.new_batch_write_builder()
-            w, c = wb.new_write(), wb.new_commit()
-            w.write_arrow(pa.Table.from_pylist(rows, schema=schema))
-            c.commit(w.prepare_commit())
-            w.close()
-            c.close()
+            paimon_commit(table, schema, rows)
 
         day = datetime.date(2026, 11, 30)
         commit([{"order_id": i, "company": COMPANIES[i % 3], "order_day": day - datetime.timedelta(days=i % 4),

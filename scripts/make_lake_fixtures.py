@@ -7,28 +7,18 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
-from pypaimon import CatalogFactory, Schema
 
-
-def commit(table, schema, rows):
-    wb = table.new_batch_write_builder()
-    w, c = wb.new_write(), wb.new_commit()
-    w.write_arrow(pa.Table.from_pylist(rows, schema=schema))
-    c.commit(w.prepare_commit())
-    w.close()
-    c.close()
+from paimon_write import commit, create_table, open_warehouse
 
 
 def main(out: Path) -> None:
     shutil.rmtree(out, ignore_errors=True)
-    catalog = CatalogFactory.create({"warehouse": str(out / "lake")})
-    catalog.create_database("db", ignore_if_exists=True)
+    catalog = open_warehouse(out / "lake")
 
     # The Fluss tier table: exactly paimon_tier_ddl's options. Three commits of upserts.
     tier = pa.schema([pa.field("id", pa.int32(), nullable=False), ("bal", pa.int32())])
-    catalog.create_table("db.accounts", Schema.from_pyarrow_schema(tier, primary_keys=["id"], options={
-        "bucket": "1", "merge-engine": "deduplicate", "changelog-producer": "input"}), False)
-    t = catalog.get_table("db.accounts")
+    t = create_table(catalog, "accounts", tier, ["id"],
+                     {"bucket": "1", "merge-engine": "deduplicate", "changelog-producer": "input"})
     commit(t, tier, [{"id": 1, "bal": 100}, {"id": 2, "bal": 200}, {"id": 3, "bal": 300}])
     commit(t, tier, [{"id": 1, "bal": 110}, {"id": 4, "bal": 400}])
     commit(t, tier, [{"id": 1, "bal": 120}, {"id": 2, "bal": 210}])
@@ -36,9 +26,7 @@ def main(out: Path) -> None:
     # fct_orders as the upstream keeps it: partial-update, revenue corrected in later commits.
     orders = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
                         ("order_day", pa.date32()), ("revenue", pa.int64())])
-    catalog.create_table("db.fct_orders", Schema.from_pyarrow_schema(orders, primary_keys=["order_id"], options={
-        "bucket": "1", "merge-engine": "partial-update"}), False)
-    o = catalog.get_table("db.fct_orders")
+    o = create_table(catalog, "fct_orders", orders, ["order_id"], {"bucket": "1", "merge-engine": "partial-update"})
     d = datetime.date(2026, 11, 1)
     commit(o, orders, [
         {"order_id": 1, "company": "acme", "order_day": d, "revenue": 100},

@@ -2,20 +2,22 @@
 (pypaimon), plus pure-Python oracles of each merge engine over the rows written."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pyarrow as pa
-from pypaimon import CatalogFactory, Schema
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from paimon_write import commit, create_table, open_warehouse  # noqa: E402
 
 
 class Warehouse:
     def __init__(self, root):
         self.root = str(root)
-        self.catalog = CatalogFactory.create({"warehouse": self.root})
-        self.catalog.create_database("db", ignore_if_exists=True)
+        self.catalog = open_warehouse(self.root)
 
     def create(self, name: str, schema: pa.Schema, primary_keys: list[str] | None, options: dict):
-        spec = Schema.from_pyarrow_schema(schema, primary_keys=primary_keys or [], options=options)
-        self.catalog.create_table(f"db.{name}", spec, ignore_if_exists=False)
-        return LakeTable(self.catalog.get_table(f"db.{name}"), schema)
+        return LakeTable(create_table(self.catalog, name, schema, primary_keys, options), schema)
 
     def path(self, name: str) -> str:
         return f"{self.root}/db.db/{name}"
@@ -28,14 +30,7 @@ class LakeTable:
         self.commits: list[list[dict]] = []
 
     def commit(self, rows: list[dict]) -> None:
-        wb = self.table.new_batch_write_builder()
-        w, c = wb.new_write(), wb.new_commit()
-        try:
-            w.write_arrow(pa.Table.from_pylist(rows, schema=self.schema))
-            c.commit(w.prepare_commit())
-        finally:
-            w.close()
-            c.close()
+        commit(self.table, self.schema, rows)
         self.commits.append(rows)
 
     def read(self, **options) -> list[dict]:
