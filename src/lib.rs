@@ -1,7 +1,8 @@
 //! streamhouse: the OLAP serving layer of a Paimon/Fluss streamhouse, as a DuckDB extension.
 //!
-//! Pure logic lives in plain modules (`source`, `schema`, `tier`, `quote`); `serving` runs it on
-//! the extension's connection (`session`); `functions` is the thin FFI layer.
+//! Pure logic lives in plain modules (`source`, `schema`, `dupcheck`, `tier`, `quote`); `lake`
+//! reads Paimon tables through paimon-rust; `serving` and `refresh` run SQL on the extension's
+//! connection (`session`); `functions` is the thin FFI layer.
 
 pub mod dupcheck;
 pub mod error;
