@@ -120,7 +120,7 @@ fn resolve_lake(conn: &Connection, raw: &str, path: &str, allow_deleted: bool) -
     let described: Vec<(String, String)> =
         schema.fields().iter().map(|f| (f.name().clone(), duckdb_type_name(f.data_type()))).collect();
     let mut columns = schema::match_columns(raw, &described, false)?;
-    let since = if allow_deleted { built_lake_snapshot(conn)? } else { None };
+    let since = if allow_deleted { built_lake_snapshot(conn, path)? } else { None };
     let (snapshot, batches) = table.read(FUNCTION, None)?;
     let wanted = [&columns.order_id, &columns.company, &columns.order_day, &columns.revenue];
     let indices: Vec<usize> = wanted.iter().map(|n| schema.index_of(n).expect("matched column exists")).collect();
@@ -177,19 +177,23 @@ fn resolve_lake(conn: &Connection, raw: &str, path: &str, allow_deleted: bool) -
 const LAKE_KEYS: &str = "__sh_lake_keys";
 const LAKE_CHANGES: &str = "__sh_lake_changes";
 
-/// The lake snapshot the serving layer reflects; refreshing from a lake needs one.
-fn built_lake_snapshot(conn: &Connection) -> Result<Option<i64>> {
-    let snapshot: Option<i64> = conn
-        .query_row(&format!("SELECT lake_snapshot FROM {META}"), [], |r| r.get(0))
+/// The lake snapshot the serving layer reflects (0: built from the table while it had none).
+/// A lake refresh must read the same Paimon table the serving layer was built from.
+fn built_lake_snapshot(conn: &Connection, path: &str) -> Result<Option<i64>> {
+    let (snapshot, source): (Option<i64>, Option<String>) = conn
+        .query_row(&format!("SELECT lake_snapshot, source FROM {META}"), [], |r| Ok((r.get(0)?, r.get(1)?)))
         .map_err(|e| not_built("serving_refresh", e))?;
-    match snapshot {
-        Some(s) => Ok(Some(s)),
-        None => Err(Error::DuckDb {
-            context: "serving_refresh".into(),
-            message: "the serving layer was not built from a Paimon table (serving_status().lake_snapshot is NULL); \
-                      run serving_build('paimon:<path>') first"
-                .into(),
-        }),
+    let refuse = |why: String| Error::DuckDb { context: "serving_refresh".into(), message: why };
+    let same_dir = |a: &str, b: &str| std::path::absolute(a).ok() == std::path::absolute(b).ok();
+    match source.as_deref().and_then(lake::paimon_path) {
+        None => Err(refuse(format!(
+            "the serving layer was built from '{}', not from a Paimon table; run serving_build('paimon:{path}') first",
+            source.unwrap_or_default()
+        ))),
+        Some(built) if !same_dir(&built, path) => Err(refuse(format!(
+            "the serving layer reflects the Paimon table '{built}', not '{path}'; rebuild with serving_build to switch tables"
+        ))),
+        Some(_) => Ok(Some(snapshot.unwrap_or(0))),
     }
 }
 

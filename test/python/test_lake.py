@@ -301,3 +301,23 @@ def test_serving_refresh_from_paimon_reads_only_the_new_snapshots(wh, con):
     # nothing new in the lake: nothing to apply
     assert con.execute("SELECT inserted + updated + deleted, mart_rows_touched FROM serving_refresh($1)", [source]).fetchone() == (0, 0)
     check()
+
+
+def test_lake_refresh_needs_the_table_it_was_built_from(wh, con):
+    schema = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
+                        ("order_day", pa.date32()), ("revenue", pa.int64())])
+    a = wh.create("a", schema, ["order_id"], {"bucket": "1", "merge-engine": "deduplicate"})
+    b = wh.create("b", schema, ["order_id"], {"bucket": "1", "merge-engine": "deduplicate"})
+    day = datetime.date(2026, 11, 2)
+    b.commit([{"order_id": 1, "company": "x", "order_day": day, "revenue": 3}])
+    # built while table a had no snapshot at all: the first refresh reads it from the start
+    assert con.execute("SELECT fct_rows, lake_snapshot FROM serving_build($1)", ["paimon:" + wh.path("a")]).fetchone() == (0, None)
+    a.commit([{"order_id": 7, "company": "acme", "order_day": day, "revenue": 40}])
+    assert con.execute("SELECT inserted, lake_snapshot FROM serving_refresh($1)", ["paimon:" + wh.path("a")]).fetchone() == (1, 1)
+    assert con.execute("SELECT * FROM serving_dashboard('acme')").fetchall() == [(day, 40)]
+    with pytest.raises(duckdb.Error, match="reflects the Paimon table"):
+        con.execute("SELECT * FROM serving_refresh($1)", ["paimon:" + wh.path("b")]).fetchall()
+    con.execute("CREATE TABLE src AS SELECT 1 AS order_id, 'a' AS company, DATE '2026-01-01' AS order_day, 5 AS revenue")
+    con.execute("SELECT * FROM serving_build('src')").fetchall()
+    with pytest.raises(duckdb.Error, match="not from a Paimon table"):
+        con.execute("SELECT * FROM serving_refresh($1)", ["paimon:" + wh.path("a")]).fetchall()
