@@ -97,10 +97,6 @@ impl LakeTable {
         lake_err(function, &self.path, problem)
     }
 
-    pub fn primary_keys(&self) -> Vec<String> {
-        self.table.schema().primary_keys().to_vec()
-    }
-
     pub fn options(&self) -> HashMap<String, String> {
         self.table.schema().options().clone()
     }
