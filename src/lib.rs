@@ -4,10 +4,12 @@
 //! reads Paimon tables through paimon-rust; `serving` and `refresh` run SQL on the extension's
 //! connection (`session`); `functions` is the thin FFI layer.
 
+pub mod delta;
 pub mod dupcheck;
 pub mod error;
 
 mod functions;
+pub mod handoff;
 pub mod lake;
 pub mod quote;
 pub mod schema;

@@ -6,13 +6,22 @@
 //! Counts live in `serving_mart_counts` because a SUM alone cannot tell "empty" from "sums to 0".
 //! Everything happens in one transaction: a bad change set changes nothing.
 
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use duckdb::arrow::array::{Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array, Int64Array, StringArray};
+use duckdb::arrow::compute::{cast, filter_record_batch, not};
+use duckdb::arrow::datatypes::{DataType, Field, Schema};
+use duckdb::arrow::error::ArrowError;
+use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::Connection;
 
-use crate::error::{Error, Result};
+use crate::delta::{Delta, Group, Mart};
+use crate::handoff::{self, Contents, Parcel, Part};
+use crate::dupcheck;
+use crate::error::{clean_duckdb_message, Error, Result};
 use crate::schema::{Probe, COUNTS, FACT, MART, META};
-use crate::serving::{self, check_duplicates, in_transaction, load_checked, not_built, now_micros, ResolvedSource};
+use crate::serving::{self, in_transaction, not_built, now_micros, ResolvedSource};
 
 #[derive(Debug, Clone, Default)]
 pub struct RefreshSummary {
@@ -29,10 +38,6 @@ pub struct RefreshSummary {
     pub elapsed_ms: f64,
 }
 
-const CHANGES: &str = "__sh_changes";
-const OLD: &str = "__sh_old";
-const DELTA: &str = "__sh_delta";
-
 fn exec(conn: &Connection, what: &str, sql: &str) -> Result<()> {
     conn.execute_batch(sql).map_err(|e| Error::duckdb(format!("serving_refresh: {what}"), &e))
 }
@@ -44,160 +49,291 @@ pub fn require_built(conn: &Connection, function: &'static str) -> Result<()> {
         .map_err(|e| not_built(function, e))
 }
 
-/// Stages the change set as a temp table (order_id NOT NULL, `deleted` defaulting to false),
-/// then checks that live rows carry every serving column and that no order appears twice.
-fn stage(conn: &Connection, src: &ResolvedSource) -> Result<()> {
-    let deleted = src.columns.deleted.as_deref().map_or("false".to_string(), |d| {
-        format!("COALESCE({}, false)", crate::quote::ident(d))
-    });
-    let sql = format!(
-        "CREATE OR REPLACE TEMP TABLE {CHANGES} (order_id BIGINT NOT NULL, company VARCHAR, order_day DATE, \
-         revenue BIGINT, deleted BOOLEAN NOT NULL); INSERT INTO {CHANGES} SELECT {}, {deleted} FROM {}",
-        src.columns.fact_select_list(),
-        src.relation
-    );
-    load_checked(conn, src, &sql)?;
-    let (first, company, day, revenue): (Option<i64>, i64, i64, i64) = conn
-        .query_row(
-            &format!(
-                "SELECT min(order_id) FILTER (WHERE company IS NULL OR order_day IS NULL OR revenue IS NULL), \
-                 count(*) FILTER (WHERE company IS NULL), count(*) FILTER (WHERE order_day IS NULL), \
-                 count(*) FILTER (WHERE revenue IS NULL) FROM {CHANGES} WHERE NOT deleted"
-            ),
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .map_err(|e| Error::duckdb("serving_refresh: checking the change set", &e))?;
-    if let Some(id) = first {
-        let (col, n) = [("company", company), ("order_day", day), ("revenue", revenue)]
-            .into_iter()
-            .find(|(_, n)| *n > 0)
-            .unwrap_or(("company", 0));
-        return Err(Error::BadRow {
-            source: src.raw.clone(),
-            problem: format!("{} (a changed order that is not deleted needs every column)", Probe::Null(col).message(&id.to_string(), &n.to_string())),
-        });
-    }
-    check_duplicates(conn, &src.raw, CHANGES)
+/// Typed views of one batch shaped like fct_orders (plus `deleted` in a change set).
+struct Rows<'a> {
+    ids: &'a Int64Array,
+    company: &'a StringArray,
+    day: &'a Date32Array,
+    revenue: &'a Int64Array,
+    deleted: Option<&'a BooleanArray>,
 }
 
-/// Removes the changed orders from the fact, keeping their old versions in a temp table.
-/// DELETE ... RETURNING scans the fact once; the returned rows go back in through the appender.
-fn take_old_versions(conn: &Connection) -> Result<()> {
-    exec(conn, "staging old versions", &format!("{}; ", crate::schema::fact_ddl(OLD, true)))?;
-    let failed = |e: duckdb::Error| Error::duckdb("serving_refresh: removing changed orders", &e);
-    let mut stmt = conn
-        .prepare(&format!(
-            "DELETE FROM {FACT} WHERE order_id IN (SELECT order_id FROM {CHANGES}) \
-             RETURNING order_id, company, order_day, revenue"
-        ))
-        .map_err(failed)?;
-    let batches: Vec<_> = stmt.query_arrow([]).map_err(failed)?.collect();
-    let mut appender = conn.appender(OLD).map_err(failed)?;
-    for batch in batches.into_iter().filter(|b| b.num_rows() > 0) {
-        appender.append_record_batch(batch).map_err(failed)?;
+fn column<T: 'static>(batch: &RecordBatch, i: usize) -> Result<&T> {
+    batch.column(i).as_any().downcast_ref::<T>().ok_or_else(|| Error::DuckDb {
+        context: "serving_refresh".into(),
+        message: format!("unexpected Arrow type {} for column {i}", batch.column(i).data_type()),
+    })
+}
+
+impl<'a> Rows<'a> {
+    fn of(batch: &'a RecordBatch) -> Result<Self> {
+        Ok(Rows {
+            ids: column(batch, 0)?,
+            company: column(batch, 1)?,
+            day: column(batch, 2)?,
+            revenue: column(batch, 3)?,
+            deleted: if batch.num_columns() > 4 { Some(column(batch, 4)?) } else { None },
+        })
+    }
+
+    fn is_deleted(&self, i: usize) -> bool {
+        self.deleted.is_some_and(|d| d.value(i))
+    }
+}
+
+fn arrow_failed(e: ArrowError) -> Error {
+    Error::DuckDb { context: "serving_refresh".into(), message: e.to_string() }
+}
+
+/// Runs a query and returns its non-empty Arrow batches, strings as plain UTF-8.
+fn fetch(conn: &Connection, sql: &str, failed: impl Fn(duckdb::Error) -> Error) -> Result<Vec<RecordBatch>> {
+    let mut stmt = conn.prepare(sql).map_err(&failed)?;
+    let batches: Vec<RecordBatch> = stmt.query_arrow([]).map_err(&failed)?.collect();
+    batches.into_iter().filter(|b| b.num_rows() > 0).map(plain_strings).collect()
+}
+
+fn plain_strings(batch: RecordBatch) -> Result<RecordBatch> {
+    let is_other_string = |c: &ArrayRef| matches!(c.data_type(), DataType::Utf8View | DataType::LargeUtf8);
+    if !batch.columns().iter().any(is_other_string) {
+        return Ok(batch);
+    }
+    let columns = batch
+        .columns()
+        .iter()
+        .map(|c| if is_other_string(c) { cast(c, &DataType::Utf8) } else { Ok(c.clone()) })
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(arrow_failed)?;
+    let fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .zip(&columns)
+        .map(|(f, c)| Field::new(f.name(), c.data_type().clone(), true))
+        .collect();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(arrow_failed)
+}
+
+/// Reads the change set in fct_orders' shape plus `deleted` (false when absent or NULL).
+/// A failed checked cast is reported like a failed build load, naming the row after rollback.
+fn read_changes(conn: &Connection, src: &ResolvedSource) -> Result<Vec<RecordBatch>> {
+    let deleted = src.columns.deleted.as_deref().map_or("false".to_string(), |d| {
+        format!("COALESCE(CAST({} AS BOOLEAN), false)", crate::quote::ident(d))
+    });
+    let sql = format!("SELECT {}, {deleted} AS deleted FROM {}", src.columns.fact_select_list(), src.relation);
+    fetch(conn, &sql, |e| Error::LoadFailed {
+        source: src.raw.clone(),
+        message: clean_duckdb_message(&e),
+        probes: src.columns.diagnose_sql(&src.relation),
+    })
+}
+
+/// Refuses a change set with a NULL or repeated key, or an order that is not deleted but
+/// lacks a serving column (it could not be placed in the mart). Returns the keys.
+fn validate(raw: &str, changes: &[RecordBatch]) -> Result<Vec<i64>> {
+    let bad = |problem: String| Error::BadRow { source: raw.into(), problem };
+    let (mut null_ids, mut nulls, mut first) = (0usize, [0usize; 3], None::<i64>);
+    let mut ids = Vec::with_capacity(changes.iter().map(|b| b.num_rows()).sum());
+    for batch in changes {
+        let r = Rows::of(batch)?;
+        null_ids += r.ids.null_count();
+        ids.extend_from_slice(r.ids.values());
+        if r.company.null_count() + r.day.null_count() + r.revenue.null_count() == 0 {
+            continue;
+        }
+        for i in (0..batch.num_rows()).filter(|&i| !r.is_deleted(i) && r.ids.is_valid(i)) {
+            let missing = [r.company.is_null(i), r.day.is_null(i), r.revenue.is_null(i)];
+            for (n, m) in nulls.iter_mut().zip(missing) {
+                *n += m as usize;
+            }
+            if missing.contains(&true) {
+                first = Some(first.map_or(r.ids.value(i), |f| f.min(r.ids.value(i))));
+            }
+        }
+    }
+    if null_ids > 0 {
+        return Err(bad(Probe::Null("order_id").message("", &null_ids.to_string())));
+    }
+    if let Some(id) = first {
+        let (col, n) =
+            ["company", "order_day", "revenue"].into_iter().zip(nulls).find(|(_, n)| *n > 0).expect("a NULL was seen");
+        return Err(bad(format!(
+            "{} (a changed order that is not deleted needs every column)",
+            Probe::Null(col).message(&id.to_string(), &n.to_string())
+        )));
+    }
+    match dupcheck::first_duplicate(ids.clone()) {
+        None => Ok(ids),
+        Some((id, n)) => Err(bad(serving::duplicate_message(id, n))),
+    }
+}
+
+/// Removes the changed orders from the fact and returns their old versions. DELETE ...
+/// RETURNING reads the fact once (row groups are pruned by order_id zone maps).
+fn take_old_versions(conn: &Connection, keys: Vec<i64>) -> Result<Vec<RecordBatch>> {
+    let keys = Parcel::new(Contents::Keys(keys));
+    fetch(
+        conn,
+        &format!(
+            "DELETE FROM {FACT} WHERE order_id IN (SELECT order_id FROM {}) \
+             RETURNING order_id, company, order_day, revenue",
+            keys.scan(Part::Keys)
+        ),
+        |e| Error::duckdb("serving_refresh: removing changed orders", &e),
+    )
+}
+
+/// Appends the new versions of the orders that are not deleted.
+fn append_new_versions(conn: &Connection, changes: &[RecordBatch]) -> Result<()> {
+    let failed = |e: duckdb::Error| Error::duckdb("serving_refresh: inserting changed orders", &e);
+    let mut appender = conn.appender(FACT).map_err(failed)?;
+    for batch in changes {
+        let rows = batch.project(&[0, 1, 2, 3]).map_err(arrow_failed)?;
+        let rows = match Rows::of(batch)?.deleted {
+            Some(d) if d.true_count() > 0 => filter_record_batch(&rows, &not(d).map_err(arrow_failed)?).map_err(arrow_failed)?,
+            _ => rows,
+        };
+        if rows.num_rows() > 0 {
+            appender.append_record_batch(rows).map_err(failed)?;
+        }
     }
     appender.flush().map_err(failed)
 }
 
-fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, started: Instant) -> Result<RefreshSummary> {
-    require_built(conn, "serving_refresh")?;
-    stage(conn, src)?;
-    take_old_versions(conn)?;
-    let (inserted, updated, deleted, ignored): (i64, i64, i64, i64) = conn
-        .query_row(
-            &format!(
-                "SELECT count(*) FILTER (WHERE NOT c.deleted AND o.order_id IS NULL), \
-                        count(*) FILTER (WHERE NOT c.deleted AND o.order_id IS NOT NULL), \
-                        count(*) FILTER (WHERE c.deleted AND o.order_id IS NOT NULL), \
-                        count(*) FILTER (WHERE c.deleted AND o.order_id IS NULL) \
-                 FROM {CHANGES} c LEFT JOIN {OLD} o USING (order_id)"
-            ),
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .map_err(|e| Error::duckdb("serving_refresh: counting changes", &e))?;
-    // The delta per group carries the group's order count after the change (from the counts
-    // before it). The mart and its counts are small (company x day), so they are rewritten from
-    // "old rows of untouched groups + new values of touched groups": cheaper than DuckDB's
-    // row-by-row MERGE, and it keeps the mart sorted by company for pruning.
-    let next = |table: &str, value: &str, new_value: &str| {
-        format!(
-            "CREATE OR REPLACE TEMP TABLE __sh_next AS
-               SELECT company, order_day, {value} FROM {table} t ANTI JOIN {DELTA} d USING (company, order_day)
-               UNION ALL
-               SELECT d.company, d.order_day, {new_value} FROM {DELTA} d LEFT JOIN {table} t USING (company, order_day)
-               WHERE d.new_orders <> 0;
-             CREATE OR REPLACE TABLE {table} AS SELECT * FROM __sh_next ORDER BY company, order_day;"
-        )
+/// Reads mart_daily and its counts from the tables (when the cache cannot vouch for them).
+fn read_mart(conn: &Connection) -> Result<Mart> {
+    let failed = |e: duckdb::Error| not_built("serving_refresh", e);
+    let mart = fetch(conn, &format!("SELECT company, order_day, revenue FROM {MART}"), failed)?;
+    let counts = fetch(conn, &format!("SELECT company, order_day, orders FROM {COUNTS}"), failed)?;
+    let mut groups = Vec::new();
+    for (batch, is_mart) in mart.iter().map(|b| (b, true)).chain(counts.iter().map(|b| (b, false))) {
+        let company: &StringArray = column(batch, 0)?;
+        let day: &Date32Array = column(batch, 1)?;
+        for i in 0..batch.num_rows() {
+            let (revenue, orders) = if is_mart {
+                (column::<Decimal128Array>(batch, 2)?.value(i), 0)
+            } else {
+                (0, column::<Int64Array>(batch, 2)?.value(i))
+            };
+            groups.push(Group { company: company.value(i), day: day.value(i), revenue, orders });
+        }
+    }
+    Ok(Mart::from_groups(&groups))
+}
+
+/// The marts of recent refreshes, by the generation token each wrote into serving_meta. A
+/// refresh whose serving_meta names one of them skips reading mart_daily and its counts. The
+/// token is random per build/refresh, so a mart changed by anyone else (another process, a
+/// rebuild, a rolled-back refresh) never matches.
+static MARTS: Mutex<Vec<(i64, Arc<Mart>)>> = Mutex::new(Vec::new());
+const CACHED_MARTS: usize = 4;
+/// Bigger marts are read from their tables each time rather than kept in memory.
+const CACHED_GROUPS: usize = 1 << 20;
+
+fn cached_mart(generation: i64) -> Option<Arc<Mart>> {
+    let marts = MARTS.lock().unwrap_or_else(|p| p.into_inner());
+    marts.iter().find(|(g, _)| *g == generation).map(|(_, m)| m.clone())
+}
+
+fn remember_mart(generation: i64, mart: Arc<Mart>) {
+    if mart.len() > CACHED_GROUPS {
+        return;
+    }
+    let mut marts = MARTS.lock().unwrap_or_else(|p| p.into_inner());
+    if marts.len() >= CACHED_MARTS {
+        marts.remove(0);
+    }
+    marts.push((generation, mart));
+}
+
+/// What a committed refresh leaves for the cache.
+struct Applied {
+    summary: RefreshSummary,
+    generation: i64,
+    mart: Arc<Mart>,
+}
+
+fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, started: Instant) -> Result<Applied> {
+    let generation: Option<i64> = conn
+        .query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get(0))
+        .map_err(|e| not_built("serving_refresh", e))?;
+    let changes = read_changes(conn, src)?;
+    let keys = validate(&src.raw, &changes)?;
+    let old = take_old_versions(conn, keys)?;
+    append_new_versions(conn, &changes)?;
+
+    let mut delta = Delta::with_capacity(changes.iter().chain(&old).map(|b| b.num_rows()).sum());
+    let mut previous = Vec::with_capacity(old.iter().map(|b| b.num_rows()).sum());
+    for batch in &old {
+        let r = Rows::of(batch)?;
+        previous.extend_from_slice(r.ids.values());
+        for i in 0..batch.num_rows() {
+            delta.retract(r.company.value(i), r.day.value(i), r.revenue.value(i));
+        }
+    }
+    previous.sort_unstable();
+    let mut s = RefreshSummary { source: src.raw.clone(), lake_snapshot, ..Default::default() };
+    for batch in &changes {
+        let r = Rows::of(batch)?;
+        for i in 0..batch.num_rows() {
+            let existed = previous.binary_search(&r.ids.value(i)).is_ok();
+            match (r.is_deleted(i), existed) {
+                (true, true) => s.deleted += 1,
+                (true, false) => s.ignored_deletes += 1,
+                (false, existed) => {
+                    *(if existed { &mut s.updated } else { &mut s.inserted }) += 1;
+                    delta.add(r.company.value(i), r.day.value(i), r.revenue.value(i));
+                }
+            }
+        }
+    }
+
+    let current = match generation.and_then(cached_mart) {
+        Some(mart) => mart,
+        None => Arc::new(read_mart(conn)?),
     };
+    let (next, touched) = current.fold(&delta).map_err(|broken| Error::DuckDb {
+        context: "serving_refresh".into(),
+        message: format!(
+            "{broken} mart group(s) would have a negative order count: fct_orders or {COUNTS} was changed \
+             outside streamhouse; run serving_build to rebuild"
+        ),
+    })?;
+    let next = Arc::new(next);
+    let parcel = Parcel::new(Contents::Mart(next.clone()));
     exec(
         conn,
-        "applying changes",
+        "writing mart_daily",
         &format!(
-            "INSERT INTO {FACT} SELECT order_id, company, order_day, revenue FROM {CHANGES} WHERE NOT deleted;
-             CREATE OR REPLACE TEMP TABLE {DELTA} AS
-               SELECT d.*, coalesce(c.orders, 0) + d.dcnt AS new_orders FROM (
-                 SELECT company, order_day, CAST(SUM(rev) AS HUGEINT) AS drev, SUM(cnt) AS dcnt FROM (
-                   SELECT company, order_day, -CAST(revenue AS HUGEINT) AS rev, -1 AS cnt FROM {OLD}
-                   UNION ALL
-                   SELECT company, order_day, revenue, 1 FROM {CHANGES} WHERE NOT deleted)
-                 GROUP BY company, order_day HAVING SUM(rev) <> 0 OR SUM(cnt) <> 0) d
-               LEFT JOIN {COUNTS} c USING (company, order_day);
-             {}
-             {}
-             DROP TABLE __sh_next;",
-            next(MART, "revenue", "CAST(coalesce(t.revenue, 0) + d.drev AS HUGEINT) AS revenue"),
-            next(COUNTS, "orders", "d.new_orders AS orders"),
+            "CREATE OR REPLACE TABLE {MART} AS SELECT * FROM {}; CREATE OR REPLACE TABLE {COUNTS} AS SELECT * FROM {}",
+            parcel.scan(Part::Mart),
+            parcel.scan(Part::Counts)
         ),
     )?;
-    let (touched, broken): (i64, i64) = conn
-        .query_row(&format!("SELECT count(*), count(*) FILTER (WHERE new_orders < 0) FROM {DELTA}"), [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .map_err(|e| Error::duckdb("serving_refresh: counting mart changes", &e))?;
-    if broken > 0 {
-        return Err(Error::DuckDb {
-            context: "serving_refresh".into(),
-            message: format!(
-                "{broken} mart group(s) would have a negative order count: fct_orders or {COUNTS} was changed \
-                 outside streamhouse; run serving_build to rebuild"
+    s.mart_rows_touched = touched as i64;
+    s.mart_rows = next.len() as i64;
+
+    let generation = handoff::random_token();
+    s.fct_rows = conn
+        .query_row(
+            &format!(
+                "UPDATE {META} SET refreshed_at = make_timestamp(?), refresh_source = ?, refreshes = refreshes + 1, \
+                 lake_snapshot = coalesce(?, lake_snapshot), fct_rows = fct_rows + ?, generation = ? RETURNING fct_rows"
             ),
-        });
-    }
-    conn.execute(
-        &format!(
-            "UPDATE {META} SET refreshed_at = make_timestamp(?), refresh_source = ?, refreshes = refreshes + 1, \
-             lake_snapshot = coalesce(?, lake_snapshot)"
-        ),
-        duckdb::params![now_micros(), src.raw, lake_snapshot],
-    )
-    .map_err(|e| Error::duckdb("serving_refresh: writing serving_meta", &e))?;
-    let (fct_rows, mart_rows): (i64, i64) = conn
-        .query_row(&format!("SELECT (SELECT count(*) FROM {FACT}), (SELECT count(*) FROM {MART})"), [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .map_err(|e| Error::duckdb("serving_refresh: counting", &e))?;
-    exec(conn, "cleaning up", &format!("DROP TABLE {CHANGES}; DROP TABLE {OLD}; DROP TABLE {DELTA};"))?;
-    Ok(RefreshSummary {
-        inserted,
-        updated,
-        deleted,
-        ignored_deletes: ignored,
-        mart_rows_touched: touched,
-        fct_rows,
-        mart_rows,
-        source: src.raw.clone(),
-        lake_snapshot,
-        elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
-    })
+            duckdb::params![now_micros(), src.raw, lake_snapshot, s.inserted - s.deleted, generation],
+            |r| r.get(0),
+        )
+        .map_err(|e| Error::duckdb("serving_refresh: writing serving_meta", &e))?;
+    s.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    Ok(Applied { summary: s, generation, mart: next })
 }
 
 pub fn refresh(conn: &Connection, raw: &str) -> Result<RefreshSummary> {
     let started = Instant::now();
     let src = serving::resolve(conn, raw, true)?;
-    in_transaction(conn, || apply(conn, &src, src.lake_snapshot, started))
-    .map_err(|e| serving::explain_load_failure(conn, e))
+    let applied = in_transaction(conn, || apply(conn, &src, src.lake_snapshot, started))
+        .map_err(|e| serving::explain_load_failure(conn, e))?;
+    remember_mart(applied.generation, applied.mart);
+    Ok(applied.summary)
 }
 
 /// One differing row of a reconciliation.

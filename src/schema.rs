@@ -188,7 +188,7 @@ pub fn meta_ddl() -> String {
     format!(
         "CREATE OR REPLACE TABLE {META} (built_at TIMESTAMP, source VARCHAR, refreshed_at TIMESTAMP, \
          refresh_source VARCHAR, refreshes BIGINT, lake_snapshot BIGINT, last_reconcile_at TIMESTAMP, \
-         last_reconcile_clean BOOLEAN)"
+         last_reconcile_clean BOOLEAN, fct_rows BIGINT, generation BIGINT)"
     )
 }
 

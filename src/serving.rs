@@ -272,14 +272,15 @@ pub fn check_duplicates(conn: &Connection, raw: &str, table: &str) -> Result<()>
     };
     match duplicate {
         None => Ok(()),
-        Some((id, n)) => Err(Error::BadRow {
-            source: raw.into(),
-            problem: format!(
-                "duplicate order_id {id} ({n} rows); the source must be the merged state with one row per \
-                 order (streamhouse never re-merges a changelog)"
-            ),
-        }),
+        Some((id, n)) => Err(Error::BadRow { source: raw.into(), problem: duplicate_message(id, n) }),
     }
+}
+
+pub fn duplicate_message(id: i64, n: usize) -> String {
+    format!(
+        "duplicate order_id {id} ({n} rows); the source must be the merged state with one row per \
+         order (streamhouse never re-merges a changelog)"
+    )
 }
 
 /// Counts and totals of the current serving tables.
@@ -327,8 +328,10 @@ pub fn build_from(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option
     .map_err(failed)?;
     conn.execute_batch(&schema::meta_ddl()).map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
     conn.execute(
-        &format!("INSERT INTO {META} VALUES (make_timestamp(?), ?, NULL, NULL, 0, ?, NULL, NULL)"),
-        duckdb::params![now_micros(), src.raw, lake_snapshot],
+        &format!(
+            "INSERT INTO {META} VALUES (make_timestamp(?), ?, NULL, NULL, 0, ?, NULL, NULL, (SELECT count(*) FROM {FACT}), ?)"
+        ),
+        duckdb::params![now_micros(), src.raw, lake_snapshot, crate::handoff::random_token()],
     )
     .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
     Ok(())

@@ -1,6 +1,7 @@
 //! Thin FFI layer: one file per SQL function, each saying what it computes; the DuckDB callback
 //! glue is written once (`table`, `scalar`). `register_all` is all the entrypoint calls.
 
+mod handoff;
 mod lake_batches;
 mod paimon_changelog;
 mod paimon_scan;
@@ -32,6 +33,7 @@ pub fn register_all(con: &Connection, session: &SharedSession) -> duckdb::Result
     con.register_table_function_with_extra_info::<Table<serving_reconcile::ServingReconcile>, _>("serving_reconcile", session)?;
     con.register_table_function_with_extra_info::<Table<serving_status::ServingStatus>, _>("serving_status", session)?;
     con.register_table_function::<paimon_scan::PaimonScan>("paimon_scan")?;
+    con.register_table_function::<handoff::Handoff>(crate::handoff::FUNCTION)?;
     con.register_table_function::<paimon_changelog::PaimonChangelog>("paimon_changelog")?;
     con.register_table_function_with_extra_info::<Table<paimon_snapshots::PaimonSnapshots>, _>("paimon_snapshots", session)?;
     con.register_scalar_function::<paimon_tier_ddl::PaimonTierDdl>("paimon_tier_ddl")?;

@@ -1,0 +1,110 @@
+//! Values computed in Rust, handed to a SQL statement of the extension's own connection.
+//!
+//! A refresh ends in statements like `DELETE ... WHERE order_id IN (<changed keys>)` and
+//! `CREATE TABLE mart_daily AS <folded groups>`. Feeding those rows through an internal table
+//! function (`__streamhouse_handoff`) lets DuckDB run each as one pipeline: no temp table to
+//! create and drop, no appender, no casts. Parcels are keyed by a random id and withdrawn when
+//! dropped, so refreshes of different databases running at once never see each other's rows.
+
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::delta::Mart;
+
+pub const FUNCTION: &str = "__streamhouse_handoff";
+
+/// What a parcel holds.
+pub enum Contents {
+    Keys(Vec<i64>),
+    Mart(Arc<Mart>),
+}
+
+/// Which columns a scan of a parcel returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// `order_id BIGINT` of a Keys parcel.
+    Keys,
+    /// `company, order_day, revenue` of a Mart parcel: the mart_daily rows.
+    Mart,
+    /// `company, order_day, orders` of a Mart parcel: the per-group order counts.
+    Counts,
+}
+
+impl Part {
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::Keys => "keys",
+            Part::Mart => "mart",
+            Part::Counts => "counts",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Part> {
+        [Part::Keys, Part::Mart, Part::Counts].into_iter().find(|p| p.name() == s)
+    }
+}
+
+static PARCELS: Mutex<Option<HashMap<i64, Arc<Contents>>>> = Mutex::new(None);
+
+fn parcels() -> std::sync::MutexGuard<'static, Option<HashMap<i64, Arc<Contents>>>> {
+    PARCELS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A random non-negative BIGINT (parcel ids, serving_meta generations).
+pub fn random_token() -> i64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    (h.finish() >> 1) as i64
+}
+
+/// Rows parked for SQL to read until the parcel is dropped.
+pub struct Parcel {
+    id: i64,
+}
+
+impl Parcel {
+    pub fn new(contents: Contents) -> Parcel {
+        let id = random_token();
+        parcels().get_or_insert_with(HashMap::new).insert(id, Arc::new(contents));
+        Parcel { id }
+    }
+
+    /// The table-function call that scans `part` of this parcel, for use in a FROM clause.
+    pub fn scan(&self, part: Part) -> String {
+        format!("{FUNCTION}({}, '{}')", self.id, part.name())
+    }
+}
+
+impl Drop for Parcel {
+    fn drop(&mut self) {
+        if let Some(map) = parcels().as_mut() {
+            map.remove(&self.id);
+        }
+    }
+}
+
+/// The contents of a live parcel.
+pub fn open(id: i64) -> Option<Arc<Contents>> {
+    parcels().as_ref().and_then(|m| m.get(&id).cloned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parcels_are_withdrawn_when_dropped() {
+        let p = Parcel::new(Contents::Keys(vec![1, 2]));
+        let id: i64 = p.scan(Part::Keys).split(['(', ',']).nth(1).unwrap().parse().unwrap();
+        assert!(matches!(open(id).as_deref(), Some(Contents::Keys(k)) if k == &[1, 2]));
+        drop(p);
+        assert!(open(id).is_none());
+        assert_ne!(random_token(), random_token());
+        assert_eq!(Part::parse("counts"), Some(Part::Counts));
+        assert_eq!(Part::parse("x"), None);
+    }
+}
