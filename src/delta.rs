@@ -30,30 +30,45 @@ pub struct Mart {
     orders: Vec<i64>,
 }
 
-/// The signed contributions of changed orders, in arrival order.
+/// The contributions of changed orders, in arrival order: (company, day, revenue, +1 or -1).
 #[derive(Debug, Default, Clone)]
 pub struct Delta<'a> {
-    rows: Vec<Group<'a>>,
+    rows: Vec<(&'a str, i32, i64, i64)>,
 }
 
-/// FNV-1a: company names are short, and SipHash's DoS resistance buys nothing here.
+/// Word-at-a-time multiplicative hash: company names are short, and SipHash's DoS resistance
+/// buys nothing for a map of a few hundred names built per refresh.
 #[derive(Default)]
-struct Fnv(u64);
+struct Fx(u64);
 
-impl Hasher for Fnv {
+impl Fx {
+    fn mix(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7cc1_b727_220a_95);
+    }
+}
+
+impl Hasher for Fx {
     fn finish(&self) -> u64 {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
-        for &b in bytes {
-            h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.mix(u64::from_le_bytes(c.try_into().expect("8 bytes")));
         }
-        self.0 = h;
+        let mut tail = [0u8; 8];
+        tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        self.mix(u64::from_le_bytes(tail));
+    }
+    fn write_u8(&mut self, b: u8) {
+        self.mix(b as u64);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.mix(n as u64);
     }
 }
 
-type Ranks<'a> = HashMap<&'a str, u32, BuildHasherDefault<Fnv>>;
+type Ranks<'a> = HashMap<&'a str, u32, BuildHasherDefault<Fx>>;
 
 fn key(rank: u32, day: i32) -> u64 {
     ((rank as u64) << 32) | (day as u32 ^ 0x8000_0000) as u64
@@ -63,13 +78,16 @@ fn day_of(key: u64) -> i32 {
     (key as u32 ^ 0x8000_0000) as i32
 }
 
-/// Sorts by key (unless already sorted) and sums entries with equal keys.
-fn coalesce(mut v: Vec<(u64, i128, i64)>) -> Vec<(u64, i128, i64)> {
+/// Sorts by key (unless already sorted) and sums entries with equal keys. An entry is
+/// `(key, revenue, orders)`; a negative `orders` means its revenue is retracted (so that
+/// retracting i64::MIN needs no wider type before the sum).
+fn coalesce(mut v: Vec<(u64, i64, i64)>) -> Vec<(u64, i128, i64)> {
     if !v.windows(2).all(|w| w[0].0 < w[1].0) {
         v.sort_unstable_by_key(|e| e.0);
     }
     let mut out: Vec<(u64, i128, i64)> = Vec::with_capacity(v.len());
     for (k, r, n) in v {
+        let r = if n < 0 { -(r as i128) } else { r as i128 };
         match out.last_mut() {
             Some(last) if last.0 == k => {
                 last.1 += r;
@@ -81,10 +99,8 @@ fn coalesce(mut v: Vec<(u64, i128, i64)>) -> Vec<(u64, i128, i64)> {
     out
 }
 
-/// Keys of `groups` under `companies` (sorted, containing every company of `groups`).
-fn keyed(companies: &[String], groups: &[Group<'_>]) -> Vec<(u64, i128, i64)> {
-    let ranks: Ranks = companies.iter().enumerate().map(|(i, c)| (c.as_str(), i as u32)).collect();
-    groups.iter().map(|g| (key(ranks[g.company], g.day), g.revenue, g.orders)).collect()
+fn ranks(companies: &[String]) -> Ranks<'_> {
+    companies.iter().enumerate().map(|(i, c)| (c.as_str(), i as u32)).collect()
 }
 
 impl Mart {
@@ -99,9 +115,20 @@ impl Mart {
             }
         }
         companies.sort_unstable();
+        let ranks = ranks(&companies);
+        let mut keyed: Vec<(u64, i128, i64)> =
+            groups.iter().map(|g| (key(ranks[g.company], g.day), g.revenue, g.orders)).collect();
+        keyed.sort_by_key(|e| e.0);
+        drop(ranks);
         let mut mart = Mart { companies, ..Mart::default() };
-        for (k, r, n) in coalesce(keyed(&mart.companies, groups)) {
-            mart.push(k, r, n);
+        for (k, r, n) in keyed {
+            match mart.keys.last() {
+                Some(&last) if last == k => {
+                    *mart.revenue.last_mut().expect("parallel") += r;
+                    *mart.orders.last_mut().expect("parallel") += n;
+                }
+                _ => mart.push(k, r, n),
+            }
         }
         mart
     }
@@ -135,6 +162,18 @@ impl Mart {
         self.keys[range].iter().map(|&k| day_of(k))
     }
 
+    /// The groups of each company, as consecutive index ranges.
+    pub fn company_runs(&self) -> Vec<std::ops::Range<usize>> {
+        let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+        for (i, k) in self.keys.iter().enumerate() {
+            match runs.last_mut() {
+                Some(run) if self.keys[run.start] >> 32 == k >> 32 => run.end = i + 1,
+                _ => runs.push(i..i + 1),
+            }
+        }
+        runs
+    }
+
     pub fn revenues(&self) -> &[i128] {
         &self.revenue
     }
@@ -157,8 +196,8 @@ impl Mart {
         let mut fresh: Vec<&str> = {
             let known: Ranks = self.companies.iter().map(|c| (c.as_str(), 0)).collect();
             let mut fresh: Ranks = HashMap::default();
-            delta.rows.iter().filter(|g| !known.contains_key(g.company)).for_each(|g| {
-                fresh.insert(g.company, 0);
+            delta.rows.iter().filter(|r| !known.contains_key(r.0)).for_each(|r| {
+                fresh.insert(r.0, 0);
             });
             fresh.into_keys().collect()
         };
@@ -177,9 +216,17 @@ impl Mart {
                 *k = (new_rank[(*k >> 32) as usize] << 32) | (*k & 0xffff_ffff);
             }
         }
-        let mut changes = coalesce(keyed(&companies, &delta.rows));
+        let ranks = ranks(&companies);
+        let mut changes = coalesce(delta.rows.iter().map(|&(c, day, r, n)| (key(ranks[c], day), r, n)).collect());
         changes.retain(|&(_, r, n)| r != 0 || n != 0); // e.g. an order re-sent unchanged
-        let mut out = Mart { companies, ..Mart::default() };
+        drop(ranks);
+        let capacity = keys.len() + changes.len();
+        let mut out = Mart {
+            companies,
+            keys: Vec::with_capacity(capacity),
+            revenue: Vec::with_capacity(capacity),
+            orders: Vec::with_capacity(capacity),
+        };
         let (mut negative, mut i, mut j) = (0, 0, 0);
         while i < keys.len() || j < changes.len() {
             let (k, r, n) = match (keys.get(i), changes.get(j)) {
@@ -221,12 +268,12 @@ impl<'a> Delta<'a> {
 
     /// The previous version of an order leaves its group.
     pub fn retract(&mut self, company: &'a str, day: i32, revenue: i64) {
-        self.rows.push(Group { company, day, revenue: -(revenue as i128), orders: -1 });
+        self.rows.push((company, day, revenue, -1));
     }
 
     /// The new version of an order joins its group.
     pub fn add(&mut self, company: &'a str, day: i32, revenue: i64) {
-        self.rows.push(Group { company, day, revenue: revenue as i128, orders: 1 });
+        self.rows.push((company, day, revenue, 1));
     }
 }
 
@@ -254,6 +301,7 @@ mod tests {
         d.add("a", 1, -4);
         let (folded, touched) = mart.fold(&d).unwrap();
         assert_eq!(listed(&folded), vec![g("a", -3, 1, 1), g("a", 1, -2, 2), g("aa", 7, 0, 1)]);
+        assert_eq!(folded.company_runs(), vec![0..2, 2..3]);
         assert_eq!(touched, 3);
     }
 

@@ -29,7 +29,8 @@ pub enum Part {
     Keys,
     /// `company, order_day, revenue` of a Mart parcel: the mart_daily rows.
     Mart,
-    /// `company, order_day, orders` of a Mart parcel: the per-group order counts.
+    /// `company, order_days, orders` of a Mart parcel: per company, its days and their order
+    /// counts as aligned lists (the layout of serving_mart_counts).
     Counts,
 }
 

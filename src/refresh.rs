@@ -203,7 +203,7 @@ fn append_new_versions(conn: &Connection, changes: &[RecordBatch]) -> Result<()>
 fn read_mart(conn: &Connection) -> Result<Mart> {
     let failed = |e: duckdb::Error| not_built("serving_refresh", e);
     let mart = fetch(conn, &format!("SELECT company, order_day, revenue FROM {MART}"), failed)?;
-    let counts = fetch(conn, &format!("SELECT company, order_day, orders FROM {COUNTS}"), failed)?;
+    let counts = fetch(conn, crate::schema::COUNTS_ROWS, failed)?;
     let mut groups = Vec::new();
     for (batch, is_mart) in mart.iter().map(|b| (b, true)).chain(counts.iter().map(|b| (b, false))) {
         let company: &StringArray = column(batch, 0)?;
@@ -254,7 +254,8 @@ struct Applied {
 
 fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, started: Instant) -> Result<Applied> {
     let generation: Option<i64> = conn
-        .query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get(0))
+        .prepare_cached(&format!("SELECT generation FROM {META}"))
+        .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
         .map_err(|e| not_built("serving_refresh", e))?;
     let changes = read_changes(conn, src)?;
     let keys = validate(&src.raw, &changes)?;
@@ -314,14 +315,15 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
 
     let generation = handoff::random_token();
     s.fct_rows = conn
-        .query_row(
-            &format!(
-                "UPDATE {META} SET refreshed_at = make_timestamp(?), refresh_source = ?, refreshes = refreshes + 1, \
-                 lake_snapshot = coalesce(?, lake_snapshot), fct_rows = fct_rows + ?, generation = ? RETURNING fct_rows"
-            ),
-            duckdb::params![now_micros(), src.raw, lake_snapshot, s.inserted - s.deleted, generation],
-            |r| r.get(0),
-        )
+        .prepare_cached(&format!(
+            "UPDATE {META} SET refreshed_at = make_timestamp(?), refresh_source = ?, refreshes = refreshes + 1, \
+             lake_snapshot = coalesce(?, lake_snapshot), fct_rows = fct_rows + ?, generation = ? RETURNING fct_rows"
+        ))
+        .and_then(|mut stmt| {
+            stmt.query_row(duckdb::params![now_micros(), src.raw, lake_snapshot, s.inserted - s.deleted, generation], |r| {
+                r.get(0)
+            })
+        })
         .map_err(|e| Error::duckdb("serving_refresh: writing serving_meta", &e))?;
     s.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     Ok(Applied { summary: s, generation, mart: next })

@@ -171,14 +171,17 @@ pub fn fact_ddl(table: &str, temp: bool) -> String {
 }
 
 /// The rollup, sorted by company so that a company predicate prunes row groups via zone maps,
-/// and its per-group order counts, from one aggregation.
+/// and its per-group order counts, from one aggregation. The counts are internal bookkeeping,
+/// one row per company with aligned lists: a refresh rewrites them, and a few lists are much
+/// cheaper to write than a row (and a string) per group.
 pub fn mart_ctas() -> String {
     format!(
         "CREATE OR REPLACE TEMP TABLE __sh_agg AS SELECT company, order_day, \
              CAST(SUM(revenue) AS HUGEINT) AS revenue, count(*) AS orders \
          FROM {FACT} GROUP BY company, order_day ORDER BY company, order_day; \
          CREATE OR REPLACE TABLE {MART} AS SELECT company, order_day, revenue FROM __sh_agg; \
-         CREATE OR REPLACE TABLE {COUNTS} AS SELECT company, order_day, orders FROM __sh_agg; \
+         CREATE OR REPLACE TABLE {COUNTS} AS SELECT company, list(order_day ORDER BY order_day) AS order_days, \
+             list(orders ORDER BY order_day) AS orders FROM __sh_agg GROUP BY company ORDER BY company; \
          DROP TABLE __sh_agg"
     )
 }
@@ -192,13 +195,17 @@ pub fn meta_ddl() -> String {
     )
 }
 
+/// The counts table as one row per group.
+pub const COUNTS_ROWS: &str =
+    "SELECT company, unnest(order_days) AS order_day, unnest(orders) AS orders FROM serving_mart_counts";
+
 /// Two-way EXCEPT ALL between what is served (mart + counts) and a fresh aggregate of the fact.
 pub fn reconcile_sql() -> String {
     format!(
         "WITH fresh AS MATERIALIZED (SELECT company, order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue, \
                                       count(*) AS orders FROM {FACT} GROUP BY company, order_day), \
               served AS MATERIALIZED (SELECT company, order_day, m.revenue, c.orders \
-                                      FROM {MART} m FULL OUTER JOIN {COUNTS} c USING (company, order_day)) \
+                                      FROM {MART} m FULL OUTER JOIN ({COUNTS_ROWS}) c USING (company, order_day)) \
          SELECT * FROM (SELECT 'mart_only' AS side, * FROM (FROM served EXCEPT ALL FROM fresh) \
                         UNION ALL SELECT 'fact_only' AS side, * FROM (FROM fresh EXCEPT ALL FROM served)) \
          ORDER BY company, order_day, side"

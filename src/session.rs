@@ -10,9 +10,9 @@
 //! user's last connection would keep the file locked, the WAL un-checkpointed, and a
 //! same-process reopen waiting forever. So:
 //! - a watchdog thread asks DuckDB every few milliseconds how many connections the instance
-//!   has (`duckdb_connection_count()`); once ours is the only one, no user can reach this
-//!   instance any more and the watchdog drops our connection, which destroys the instance:
-//!   DuckDB checkpoints, releases the lock and frees memory;
+//!   has (`duckdb_connection_count()`); once ours is the only one on two looks in a row, no
+//!   user can reach this instance any more and the watchdog drops our connection, which
+//!   destroys the instance: DuckDB checkpoints, releases the lock and frees memory;
 //! - at process exit nothing of ours may run DuckDB code (its static state is being torn down;
 //!   a checkpoint there crashed the CLI), so a process that exits without closing leaves its
 //!   last changes in the WAL, which DuckDB replays on the next open: nothing is lost.
@@ -50,6 +50,8 @@ pub struct Session {
     conn: Mutex<Option<Held>>,
     /// When a function last used the connection.
     last_used: Mutex<Instant>,
+    /// When a look found our connection alone, if no look since found it in company.
+    alone_since: Mutex<Option<Instant>>,
 }
 
 /// What each registered function receives as extra info.
@@ -71,6 +73,7 @@ impl Session {
         let session = Arc::new(Session {
             conn: Mutex::new(Some(Held { conn, search_path: None })),
             last_used: Mutex::new(Instant::now()),
+            alone_since: Mutex::new(None),
         });
         EXIT_HOOK.call_once(|| {
             // SAFETY: registering a plain `extern "C" fn()` with the C runtime.
@@ -86,7 +89,8 @@ impl Session {
                     return;
                 }
                 let idle = session.last_used.lock().map(|t| t.elapsed() > BUSY_FOR).unwrap_or(true);
-                interval = if idle { WATCH_IDLE } else { WATCH_BUSY };
+                let confirming = session.alone_since.lock().map(|a| a.is_some()).unwrap_or(false);
+                interval = if idle && !confirming { WATCH_IDLE } else { WATCH_BUSY };
             }
         });
         if spawned.is_err() {
@@ -112,15 +116,31 @@ impl Session {
             .conn
             .prepare_cached("SELECT count FROM duckdb_connection_count()")
             .and_then(|mut s| s.query_row([], |r| r.get(0)));
+        let mut alone_since = self.alone_since.lock().unwrap_or_else(|p| p.into_inner());
         match count {
-            Ok(n) if n > 1 => false,
-            // n <= 1, or the instance is shutting down: let go either way. Dropped under the
-            // lock, so a concurrent call sees either a live connection or `Error::Closed`.
+            Ok(n) if n > 1 => {
+                *alone_since = None;
+                false
+            }
+            // Alone on one look is not enough: a same-process reopen may be between taking this
+            // instance from DuckDB's instance cache and creating its connection, and would find
+            // our extension released. Let go only if the previous look also found us alone and
+            // no function ran since (a close/reopen/close between two looks runs one).
+            Ok(_) if !alone_since.is_some_and(|t| self.last_used_before(t)) => {
+                *alone_since = Some(Instant::now());
+                false
+            }
+            // Alone twice, or the instance is shutting down: let go. Dropped under the lock, so
+            // a concurrent call sees either a live connection or `Error::Closed`.
             _ => {
                 drop(guard.take());
                 true
             }
         }
+    }
+
+    fn last_used_before(&self, t: Instant) -> bool {
+        self.last_used.lock().map(|u| *u < t).unwrap_or(true)
     }
 
     /// Runs `f` with exclusive use of the extension's connection, resolving names through the
