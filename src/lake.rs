@@ -135,6 +135,35 @@ impl LakeTable {
     /// The merged (batch) state at `snapshot` (latest when None), with the snapshot id read.
     /// An empty table (no snapshot yet) reads as no rows and snapshot None.
     pub fn read(&self, function: &'static str, snapshot: Option<i64>) -> Result<(Option<i64>, Vec<Batch60>)> {
+        self.read_where(function, snapshot, None)
+    }
+
+    /// `key IN keys` as a Paimon predicate, when the key column is an integer type (other
+    /// types are not narrowed: the caller filters exactly anyway).
+    fn key_filter(&self, key: &str, keys: &[i64]) -> Option<paimon::spec::Predicate> {
+        use paimon::spec::{DataType, Datum, PredicateBuilder};
+        let fields = self.table.schema().fields();
+        let field = fields.iter().find(|f| f.name() == key)?;
+        let datum: fn(i64) -> Option<Datum> = match field.data_type() {
+            DataType::BigInt(_) => |k| Some(Datum::Long(k)),
+            DataType::Int(_) => |k| i32::try_from(k).ok().map(Datum::Int),
+            DataType::SmallInt(_) => |k| i16::try_from(k).ok().map(Datum::SmallInt),
+            DataType::TinyInt(_) => |k| i8::try_from(k).ok().map(Datum::TinyInt),
+            _ => return None,
+        };
+        PredicateBuilder::new(fields).is_in(key, keys.iter().filter_map(|&k| datum(k)).collect()).ok()
+    }
+
+    /// Like `read`, narrowed to the rows whose `key` column is in `keys` when given. Paimon uses
+    /// the predicate to skip data files by their key statistics (a primary-key predicate is
+    /// safe under merge-on-read: every version of a key carries the key); it may still return
+    /// other rows, so the caller filters exactly.
+    pub fn read_where(
+        &self,
+        function: &'static str,
+        snapshot: Option<i64>,
+        keys: Option<(&str, &[i64])>,
+    ) -> Result<(Option<i64>, Vec<Batch60>)> {
         let latest = self.latest_snapshot(function)?;
         let target = match (snapshot, latest) {
             (None, None) => return Ok((None, Vec::new())),
@@ -155,7 +184,10 @@ impl LakeTable {
                 .table
                 .copy_with_time_travel_strict(HashMap::from([("scan.snapshot-id".to_string(), target.to_string())]))
                 .await?;
-            let rb = pinned.new_read_builder();
+            let mut rb = pinned.new_read_builder();
+            if let Some(filter) = keys.and_then(|(key, keys)| self.key_filter(key, keys)) {
+                rb.with_filter(filter);
+            }
             let scan = if first_row { rb.new_scan().with_scan_all_files() } else { rb.new_scan() };
             let plan = scan.plan().await?;
             rb.new_read()?.to_arrow(plan.splits())?.try_collect::<Vec<_>>().await

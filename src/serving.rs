@@ -111,8 +111,9 @@ const LAKE_STAGE: &str = "__sh_lake";
 ///
 /// For a refresh (`allow_deleted`) whose serving layer was built from the lake at snapshot S,
 /// only the orders changed after S are staged: their keys come from the table's changes
-/// between S and the latest snapshot, their rows from the latest merged state, and a key with
-/// no merged row any more is staged as deleted.
+/// between S and the latest snapshot, their rows from the latest merged state read with a
+/// key predicate (Paimon skips files whose key range holds none of them), and a key with no
+/// merged row any more is staged as deleted.
 fn resolve_lake(conn: &Connection, raw: &str, path: &str, allow_deleted: bool) -> Result<ResolvedSource> {
     const FUNCTION: &str = "serving";
     let table = LakeTable::open(FUNCTION, path)?;
@@ -121,7 +122,34 @@ fn resolve_lake(conn: &Connection, raw: &str, path: &str, allow_deleted: bool) -
         schema.fields().iter().map(|f| (f.name().clone(), duckdb_type_name(f.data_type()))).collect();
     let mut columns = schema::match_columns(raw, &described, false)?;
     let since = if allow_deleted { built_lake_snapshot(conn, path)? } else { None };
-    let (snapshot, batches) = table.read(FUNCTION, None)?;
+    let arrow_failed = |e: duckdb::arrow::error::ArrowError| Error::DuckDb {
+        context: format!("serving: staging Paimon table '{path}'"),
+        message: e.to_string(),
+    };
+    // For a refresh: the keys changed between the snapshot the mart reflects and the latest
+    // one, so that only data files that may hold them are read.
+    let (snapshot, batches, changed) = match since {
+        None => {
+            let (snapshot, batches) = table.read(FUNCTION, None)?;
+            (snapshot, batches, Vec::new())
+        }
+        Some(since) => {
+            let latest = table.latest_snapshot(FUNCTION)?;
+            let key = schema.index_of(&columns.order_id).expect("matched column exists") + 1; // after rowkind
+            let mut changed: Vec<i64> = Vec::new();
+            for id in (since + 1)..=latest.unwrap_or(since) {
+                for batch in table.changes_of(FUNCTION, id)? {
+                    let keys = duckdb::arrow::compute::cast(batch.column(key), &DataType::Int64).map_err(arrow_failed)?;
+                    let keys = keys.as_any().downcast_ref::<Int64Array>().expect("cast to Int64");
+                    changed.extend(keys.iter().flatten());
+                }
+            }
+            changed.sort_unstable();
+            changed.dedup();
+            let (snapshot, batches) = table.read_where(FUNCTION, latest, Some((&columns.order_id, &changed)))?;
+            (snapshot, batches, changed)
+        }
+    };
     let wanted = [&columns.order_id, &columns.company, &columns.order_day, &columns.revenue];
     let indices: Vec<usize> = wanted.iter().map(|n| schema.index_of(n).expect("matched column exists")).collect();
     let ddl = indices
@@ -130,10 +158,6 @@ fn resolve_lake(conn: &Connection, raw: &str, path: &str, allow_deleted: bool) -
         .collect::<Vec<_>>()
         .join(", ");
     let failed = |e: duckdb::Error| Error::duckdb(format!("serving: staging Paimon table '{path}'"), &e);
-    let arrow_failed = |e: duckdb::arrow::error::ArrowError| Error::DuckDb {
-        context: format!("serving: staging Paimon table '{path}'"),
-        message: e.to_string(),
-    };
     conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {LAKE_STAGE} ({ddl})")).map_err(failed)?;
     let mut appender = conn.appender(LAKE_STAGE).map_err(failed)?;
     for batch in batches {
@@ -141,20 +165,15 @@ fn resolve_lake(conn: &Connection, raw: &str, path: &str, allow_deleted: bool) -
     }
     appender.flush().map_err(failed)?;
     drop(appender);
-    let Some(since) = since else {
+    if since.is_none() {
         return Ok(ResolvedSource { raw: raw.into(), relation: LAKE_STAGE.into(), columns, lake_snapshot: snapshot });
-    };
-    // Changed keys between the snapshot the mart reflects and the one just read.
-    let key = schema.index_of(&columns.order_id).expect("matched column exists") + 1; // after rowkind
+    }
     conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {LAKE_KEYS} (order_id BIGINT)")).map_err(failed)?;
     let mut appender = conn.appender(LAKE_KEYS).map_err(failed)?;
-    for id in (since + 1)..=snapshot.unwrap_or(since) {
-        for batch in table.changes_of(FUNCTION, id)? {
-            let keys = duckdb::arrow::compute::cast(batch.column(key), &DataType::Int64).map_err(arrow_failed)?;
-            let keys = duckdb::arrow::record_batch::RecordBatch::try_from_iter([("order_id", keys)]).map_err(arrow_failed)?;
-            appender.append_record_batch(keys).map_err(failed)?;
-        }
-    }
+    let keys: duckdb::arrow::array::ArrayRef = std::sync::Arc::new(Int64Array::from(changed));
+    appender
+        .append_record_batch(duckdb::arrow::record_batch::RecordBatch::try_from_iter([("order_id", keys)]).map_err(arrow_failed)?)
+        .map_err(failed)?;
     appender.flush().map_err(failed)?;
     drop(appender);
     let id = quote::ident(&columns.order_id);
@@ -166,7 +185,7 @@ fn resolve_lake(conn: &Connection, raw: &str, path: &str, allow_deleted: bool) -
            SELECT {id}, {others}, false AS deleted FROM {LAKE_STAGE}
              WHERE {id} IN (SELECT order_id FROM {LAKE_KEYS})
            UNION ALL
-           SELECT DISTINCT k.order_id, NULL, NULL, NULL, true FROM {LAKE_KEYS} k
+           SELECT k.order_id, NULL, NULL, NULL, true FROM {LAKE_KEYS} k
              WHERE k.order_id NOT IN (SELECT {id} FROM {LAKE_STAGE})"
     ))
     .map_err(failed)?;
