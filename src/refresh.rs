@@ -252,19 +252,12 @@ struct Applied {
     mart: Arc<Mart>,
 }
 
-fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, started: Instant) -> Result<Applied> {
-    let generation: Option<i64> = conn
-        .prepare_cached(&format!("SELECT generation FROM {META}"))
-        .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
-        .map_err(|e| not_built("serving_refresh", e))?;
-    let changes = read_changes(conn, src)?;
-    let keys = validate(&src.raw, &changes)?;
-    let old = take_old_versions(conn, keys)?;
-    append_new_versions(conn, &changes)?;
-
-    let mut delta = Delta::with_capacity(changes.iter().chain(&old).map(|b| b.num_rows()).sum());
+/// Counts the kinds of change and folds the delta (old versions out, new versions in) into
+/// the current mart. Pure Rust over the batches.
+fn fold_changes(changes: &[RecordBatch], old: &[RecordBatch], current: &Mart, s: &mut RefreshSummary) -> Result<(Mart, usize)> {
+    let mut delta = Delta::with_capacity(changes.iter().chain(old).map(|b| b.num_rows()).sum());
     let mut previous = Vec::with_capacity(old.iter().map(|b| b.num_rows()).sum());
-    for batch in &old {
+    for batch in old {
         let r = Rows::of(batch)?;
         previous.extend_from_slice(r.ids.values());
         for i in 0..batch.num_rows() {
@@ -272,8 +265,7 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
         }
     }
     previous.sort_unstable();
-    let mut s = RefreshSummary { source: src.raw.clone(), lake_snapshot, ..Default::default() };
-    for batch in &changes {
+    for batch in changes {
         let r = Rows::of(batch)?;
         for i in 0..batch.num_rows() {
             let existed = previous.binary_search(&r.ids.value(i)).is_ok();
@@ -287,18 +279,30 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
             }
         }
     }
-
-    let current = match generation.and_then(cached_mart) {
-        Some(mart) => mart,
-        None => Arc::new(read_mart(conn)?),
-    };
-    let (next, touched) = current.fold(&delta).map_err(|broken| Error::DuckDb {
+    current.fold(&delta).map_err(|broken| Error::DuckDb {
         context: "serving_refresh".into(),
         message: format!(
             "{broken} mart group(s) would have a negative order count: fct_orders or {COUNTS} was changed \
              outside streamhouse; run serving_build to rebuild"
         ),
-    })?;
+    })
+}
+
+fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, started: Instant) -> Result<Applied> {
+    let (generation, fct_rows): (Option<i64>, Option<i64>) = conn
+        .prepare_cached(&format!("SELECT generation, fct_rows FROM {META}"))
+        .and_then(|mut stmt| stmt.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
+        .map_err(|e| not_built("serving_refresh", e))?;
+    let changes = read_changes(conn, src)?;
+    let keys = validate(&src.raw, &changes)?;
+    let old = take_old_versions(conn, keys)?;
+    let current = match generation.and_then(cached_mart) {
+        Some(mart) => mart,
+        None => Arc::new(read_mart(conn)?),
+    };
+    let mut s = RefreshSummary { source: src.raw.clone(), lake_snapshot, ..Default::default() };
+    append_new_versions(conn, &changes)?;
+    let (next, touched) = fold_changes(&changes, &old, &current, &mut s)?;
     let next = Arc::new(next);
     let parcel = Parcel::new(Contents::Mart(next.clone()));
     exec(
@@ -312,19 +316,20 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
     )?;
     s.mart_rows_touched = touched as i64;
     s.mart_rows = next.len() as i64;
+    s.fct_rows = match fct_rows {
+        Some(n) => n + s.inserted - s.deleted,
+        None => conn
+            .query_row(&format!("SELECT count(*) FROM {FACT}"), [], |r| r.get(0))
+            .map_err(|e| Error::duckdb("serving_refresh: counting fct_orders", &e))?,
+    };
 
     let generation = handoff::random_token();
-    s.fct_rows = conn
-        .prepare_cached(&format!(
-            "UPDATE {META} SET refreshed_at = make_timestamp(?), refresh_source = ?, refreshes = refreshes + 1, \
-             lake_snapshot = coalesce(?, lake_snapshot), fct_rows = fct_rows + ?, generation = ? RETURNING fct_rows"
-        ))
-        .and_then(|mut stmt| {
-            stmt.query_row(duckdb::params![now_micros(), src.raw, lake_snapshot, s.inserted - s.deleted, generation], |r| {
-                r.get(0)
-            })
-        })
-        .map_err(|e| Error::duckdb("serving_refresh: writing serving_meta", &e))?;
+    conn.prepare_cached(&format!(
+        "UPDATE {META} SET refreshed_at = make_timestamp(?), refresh_source = ?, refreshes = refreshes + 1, \
+         lake_snapshot = coalesce(?, lake_snapshot), fct_rows = ?, generation = ?"
+    ))
+    .and_then(|mut stmt| stmt.execute(duckdb::params![now_micros(), src.raw, lake_snapshot, s.fct_rows, generation]))
+    .map_err(|e| Error::duckdb("serving_refresh: writing serving_meta", &e))?;
     s.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     Ok(Applied { summary: s, generation, mart: next })
 }
