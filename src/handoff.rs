@@ -74,9 +74,17 @@ impl Parcel {
         Parcel { id }
     }
 
-    /// The table-function call that scans `part` of this parcel, for use in a FROM clause.
-    pub fn scan(&self, part: Part) -> String {
-        format!("{FUNCTION}({}, '{}')", self.id, part.name())
+    /// The parcel's id, the first argument of the scan (a statement parameter, so that the
+    /// statements stay the same from one refresh to the next and their plans can be cached).
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+}
+
+impl Part {
+    /// The table-function call that scans this part of the parcel whose id is parameter `?`.
+    pub fn scan(self) -> String {
+        format!("{FUNCTION}(?, '{}')", self.name())
     }
 }
 
@@ -100,7 +108,7 @@ mod tests {
     #[test]
     fn parcels_are_withdrawn_when_dropped() {
         let p = Parcel::new(Contents::Keys(vec![1, 2]));
-        let id: i64 = p.scan(Part::Keys).split(['(', ',']).nth(1).unwrap().parse().unwrap();
+        let id = p.id();
         assert!(matches!(open(id).as_deref(), Some(Contents::Keys(k)) if k == &[1, 2]));
         drop(p);
         assert!(open(id).is_none());

@@ -38,10 +38,6 @@ pub struct RefreshSummary {
     pub elapsed_ms: f64,
 }
 
-fn exec(conn: &Connection, what: &str, sql: &str) -> Result<()> {
-    conn.execute_batch(sql).map_err(|e| Error::duckdb(format!("serving_refresh: {what}"), &e))
-}
-
 /// Fails with NotBuilt unless a build has created the serving tables.
 pub fn require_built(conn: &Connection, function: &'static str) -> Result<()> {
     conn.query_row(&format!("SELECT count(*) FROM {META}, {COUNTS} LIMIT 1"), [], |r| r.get::<_, i64>(0))
@@ -87,8 +83,14 @@ fn arrow_failed(e: ArrowError) -> Error {
 
 /// Runs a query and returns its non-empty Arrow batches, strings as plain UTF-8.
 fn fetch(conn: &Connection, sql: &str, failed: impl Fn(duckdb::Error) -> Error) -> Result<Vec<RecordBatch>> {
-    let mut stmt = conn.prepare(sql).map_err(&failed)?;
-    let batches: Vec<RecordBatch> = stmt.query_arrow([]).map_err(&failed)?.collect();
+    fetch_with(conn, sql, [], failed)
+}
+
+/// `fetch` with parameters, through the connection's statement cache (the same statements
+/// recur every refresh; DuckDB re-binds them if the catalog changed in between).
+fn fetch_with<P: duckdb::Params>(conn: &Connection, sql: &str, params: P, failed: impl Fn(duckdb::Error) -> Error) -> Result<Vec<RecordBatch>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(&failed)?;
+    let batches: Vec<RecordBatch> = stmt.query_arrow(params).map_err(&failed)?.collect();
     batches.into_iter().filter(|b| b.num_rows() > 0).map(plain_strings).collect()
 }
 
@@ -171,13 +173,14 @@ fn validate(raw: &str, changes: &[RecordBatch]) -> Result<Vec<i64>> {
 /// RETURNING reads the fact once (row groups are pruned by order_id zone maps).
 fn take_old_versions(conn: &Connection, keys: Vec<i64>) -> Result<Vec<RecordBatch>> {
     let keys = Parcel::new(Contents::Keys(keys));
-    fetch(
+    fetch_with(
         conn,
         &format!(
             "DELETE FROM {FACT} WHERE order_id IN (SELECT order_id FROM {}) \
              RETURNING order_id, company, order_day, revenue",
-            keys.scan(Part::Keys)
+            Part::Keys.scan()
         ),
+        [keys.id()],
         |e| Error::duckdb("serving_refresh: removing changed orders", &e),
     )
 }
@@ -305,15 +308,11 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
     let (next, touched) = fold_changes(&changes, &old, &current, &mut s)?;
     let next = Arc::new(next);
     let parcel = Parcel::new(Contents::Mart(next.clone()));
-    exec(
-        conn,
-        "writing mart_daily",
-        &format!(
-            "CREATE OR REPLACE TABLE {MART} AS SELECT * FROM {}; CREATE OR REPLACE TABLE {COUNTS} AS SELECT * FROM {}",
-            parcel.scan(Part::Mart),
-            parcel.scan(Part::Counts)
-        ),
-    )?;
+    for (table, part) in [(MART, Part::Mart), (COUNTS, Part::Counts)] {
+        conn.prepare_cached(&format!("CREATE OR REPLACE TABLE {table} AS SELECT * FROM {}", part.scan()))
+            .and_then(|mut stmt| stmt.execute([parcel.id()]))
+            .map_err(|e| Error::duckdb("serving_refresh: writing mart_daily", &e))?;
+    }
     s.mart_rows_touched = touched as i64;
     s.mart_rows = next.len() as i64;
     s.fct_rows = match fct_rows {

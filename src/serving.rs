@@ -50,7 +50,7 @@ pub fn in_transaction<R>(conn: &Connection, f: impl FnOnce() -> Result<R>) -> Re
 /// `(name, type)` of every column of a relation, or SourceNotFound.
 pub fn describe(conn: &Connection, raw: &str, relation: &str) -> Result<Vec<(String, String)>> {
     let not_found = |e: duckdb::Error| Error::SourceNotFound { source: raw.into(), detail: clean_duckdb_message(&e) };
-    let mut stmt = conn.prepare(&format!("DESCRIBE SELECT * FROM {relation}")).map_err(not_found)?;
+    let mut stmt = conn.prepare_cached(&format!("DESCRIBE SELECT * FROM {relation}")).map_err(not_found)?;
     let rows = stmt
         .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
         .map_err(not_found)?;
