@@ -146,7 +146,7 @@ def main():
     print(f"duckdb {duckdb.__version__}, {ROWS:,} orders, {COMPANIES} companies, {DAYS} days; medians")
     bench_build(con, runs=7)
     bench_dashboard(con, runs=400)
-    bench_refresh(con, runs=3)
+    bench_refresh(con, runs=5)
 
 
 if __name__ == "__main__":
