@@ -43,7 +43,7 @@ struct Fx(u64);
 
 impl Fx {
     fn mix(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7cc1_b727_220a_95);
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
 }
 
@@ -147,6 +147,7 @@ impl Mart {
         self.keys.is_empty()
     }
 
+    #[cfg(test)]
     pub fn group(&self, i: usize) -> Group<'_> {
         let k = self.keys[i];
         Group { company: &self.companies[(k >> 32) as usize], day: day_of(k), revenue: self.revenue[i], orders: self.orders[i] }
@@ -182,6 +183,7 @@ impl Mart {
         &self.orders
     }
 
+    #[cfg(test)]
     pub fn groups(&self) -> impl Iterator<Item = Group<'_>> + '_ {
         (0..self.len()).map(|i| self.group(i))
     }

@@ -62,8 +62,12 @@ fn to_arrow60(batch: &arrow_array::RecordBatch) -> std::result::Result<Batch60, 
     // SAFETY: FFI_ArrowArray / FFI_ArrowSchema are the #[repr(C)] structs the Arrow C Data
     // Interface specifies; both arrow-rs versions define exactly that layout, so moving them
     // bitwise hands ownership (and the release callback) from one to the other.
-    let (array, schema): (duckdb::arrow::ffi::FFI_ArrowArray, duckdb::arrow::ffi::FFI_ArrowSchema) =
-        unsafe { (std::mem::transmute(array), std::mem::transmute(schema)) };
+    let (array, schema) = unsafe {
+        (
+            std::mem::transmute::<arrow_array::ffi::FFI_ArrowArray, duckdb::arrow::ffi::FFI_ArrowArray>(array),
+            std::mem::transmute::<arrow_array::ffi::FFI_ArrowSchema, duckdb::arrow::ffi::FFI_ArrowSchema>(schema),
+        )
+    };
     // SAFETY: `array` and `schema` were just exported by arrow-rs and are valid and unshared.
     let data = unsafe { duckdb::arrow::ffi::from_ffi(array, &schema) }.map_err(|e| e.to_string())?;
     let batch60: Batch60 = duckdb::arrow::array::StructArray::from(data).into();

@@ -162,10 +162,9 @@ impl Probe {
 }
 
 /// DDL of the fact table. NOT NULL lets DuckDB reject NULL keys while loading, for free.
-pub fn fact_ddl(table: &str, temp: bool) -> String {
-    let temp = if temp { "TEMP " } else { "" };
+pub fn fact_ddl(table: &str) -> String {
     format!(
-        "CREATE OR REPLACE {temp}TABLE {table} (order_id BIGINT NOT NULL, company VARCHAR NOT NULL, \
+        "CREATE OR REPLACE TABLE {table} (order_id BIGINT NOT NULL, company VARCHAR NOT NULL, \
          order_day DATE NOT NULL, revenue BIGINT NOT NULL)"
     )
 }
@@ -186,7 +185,9 @@ pub fn mart_ctas() -> String {
     )
 }
 
-/// Bookkeeping of the serving layer: one row, replaced by every build.
+/// Bookkeeping of the serving layer: one row, replaced by every build. `fct_rows` is kept by
+/// build and refresh (counting a table with scattered deletes costs a scan); `generation` is a
+/// random token each build/refresh writes, naming the mart state a refresh may have cached.
 pub fn meta_ddl() -> String {
     format!(
         "CREATE OR REPLACE TABLE {META} (built_at TIMESTAMP, source VARCHAR, refreshed_at TIMESTAMP, \

@@ -333,7 +333,7 @@ pub fn summarize(conn: &Connection, source: &str, lake_snapshot: Option<i64>, st
 pub fn build_from(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>) -> Result<()> {
     let load = format!(
         "{}; INSERT INTO {STAGED_FACT} SELECT {} FROM {}",
-        schema::fact_ddl(STAGED_FACT, false),
+        schema::fact_ddl(STAGED_FACT),
         src.columns.fact_select_list(),
         src.relation
     );
