@@ -1,9 +1,11 @@
 //! Values computed in Rust, handed to a SQL statement of the extension's own connection.
 //!
-//! A refresh ends in statements like `DELETE ... WHERE order_id IN (<changed keys>)` and
-//! `CREATE TABLE mart_daily AS <folded groups>`. Feeding those rows through an internal table
-//! function (`__streamhouse_handoff`) lets DuckDB run each as one pipeline: no temp table to
-//! create and drop, no appender, no casts. Parcels are keyed by a random id and withdrawn when
+//! A refresh ends in statements like `DELETE ... WHERE order_id IN (<changed keys>)`,
+//! `INSERT INTO fct_orders <new versions>` and `CREATE TABLE mart_daily AS <folded groups>`.
+//! Feeding those rows through an internal table function (`__streamhouse_handoff`) lets
+//! DuckDB run each as one pipeline: no temp table to
+//! create and drop, no casts, and table names resolve through the session's search_path (an
+//! appender would only look in `main`). Parcels are keyed by a random id and withdrawn when
 //! dropped, so refreshes of different databases running at once never see each other's rows.
 
 use std::collections::hash_map::RandomState;
@@ -11,6 +13,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+use duckdb::arrow::record_batch::RecordBatch;
 
 use crate::delta::Mart;
 
@@ -20,6 +24,9 @@ pub const FUNCTION: &str = "__streamhouse_handoff";
 pub enum Contents {
     Keys(Vec<i64>),
     Mart(Arc<Mart>),
+    /// fct_orders-shaped Arrow batches (order_id, company, order_day, revenue), none longer
+    /// than a DuckDB vector (2048 rows).
+    Rows(Vec<RecordBatch>),
 }
 
 /// Which columns a scan of a parcel returns.
@@ -29,6 +36,8 @@ pub enum Part {
     Keys,
     /// `company, order_day, revenue` of a Mart parcel: the mart_daily rows.
     Mart,
+    /// `order_id, company, order_day, revenue` of a Rows parcel.
+    Rows,
     /// `company, order_days, orders` of a Mart parcel: per company, its days and their order
     /// counts as aligned lists (the layout of serving_mart_counts).
     Counts,
@@ -40,11 +49,12 @@ impl Part {
             Part::Keys => "keys",
             Part::Mart => "mart",
             Part::Counts => "counts",
+            Part::Rows => "rows",
         }
     }
 
     pub fn parse(s: &str) -> Option<Part> {
-        [Part::Keys, Part::Mart, Part::Counts].into_iter().find(|p| p.name() == s)
+        [Part::Keys, Part::Mart, Part::Counts, Part::Rows].into_iter().find(|p| p.name() == s)
     }
 }
 

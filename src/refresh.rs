@@ -185,21 +185,23 @@ fn take_old_versions(conn: &Connection, keys: Vec<i64>) -> Result<Vec<RecordBatc
     )
 }
 
-/// Appends the new versions of the orders that are not deleted.
-fn append_new_versions(conn: &Connection, changes: &[RecordBatch]) -> Result<()> {
-    let failed = |e: duckdb::Error| Error::duckdb("serving_refresh: inserting changed orders", &e);
-    let mut appender = conn.appender(FACT).map_err(failed)?;
+/// Inserts the new versions of the orders that are not deleted.
+fn insert_new_versions(conn: &Connection, changes: &[RecordBatch]) -> Result<()> {
+    let mut live = Vec::with_capacity(changes.len());
     for batch in changes {
         let rows = batch.project(&[0, 1, 2, 3]).map_err(arrow_failed)?;
         let rows = match Rows::of(batch)?.deleted {
             Some(d) if d.true_count() > 0 => filter_record_batch(&rows, &not(d).map_err(arrow_failed)?).map_err(arrow_failed)?,
             _ => rows,
         };
-        if rows.num_rows() > 0 {
-            appender.append_record_batch(rows).map_err(failed)?;
-        }
+        // The handoff emits one batch per vector.
+        live.extend((0..rows.num_rows()).step_by(2048).map(|at| rows.slice(at, 2048.min(rows.num_rows() - at))));
     }
-    appender.flush().map_err(failed)
+    let rows = Parcel::new(Contents::Rows(live));
+    conn.prepare_cached(&format!("INSERT INTO {FACT} SELECT * FROM {}", Part::Rows.scan()))
+        .and_then(|mut stmt| stmt.execute([rows.id()]))
+        .map(|_| ())
+        .map_err(|e| Error::duckdb("serving_refresh: inserting changed orders", &e))
 }
 
 /// Reads mart_daily and its counts from the tables (when the cache cannot vouch for them).
@@ -304,7 +306,7 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
         None => Arc::new(read_mart(conn)?),
     };
     let mut s = RefreshSummary { source: src.raw.clone(), lake_snapshot, ..Default::default() };
-    append_new_versions(conn, &changes)?;
+    insert_new_versions(conn, &changes)?;
     let (next, touched) = fold_changes(&changes, &old, &current, &mut s)?;
     let next = Arc::new(next);
     let parcel = Parcel::new(Contents::Mart(next.clone()));

@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::ops::Range;
 use std::sync::Arc;
 
+use duckdb::arrow::array::{Array, Date32Array, Int64Array, StringArray};
+use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
@@ -47,6 +49,12 @@ impl VTab for Handoff {
                 ("order_day", ty(LogicalTypeId::Date)),
                 ("revenue", ty(LogicalTypeId::Hugeint)),
             ],
+            Part::Rows => vec![
+                ("order_id", ty(LogicalTypeId::Bigint)),
+                ("company", ty(LogicalTypeId::Varchar)),
+                ("order_day", ty(LogicalTypeId::Date)),
+                ("revenue", ty(LogicalTypeId::Bigint)),
+            ],
             Part::Counts => vec![
                 ("company", ty(LogicalTypeId::Varchar)),
                 ("order_days", LogicalTypeHandle::list(&ty(LogicalTypeId::Date))),
@@ -63,7 +71,10 @@ impl VTab for Handoff {
         // SAFETY: DuckDB keeps the bind data alive until the scan ends.
         let bound = unsafe { &*init.get_bind_data::<Bound>() };
         let contents = handoff::open(bound.id).ok_or_else(|| refused(format!("no parcel {}", bound.id)))?;
-        let fits = matches!((&*contents, bound.part), (Contents::Keys(_), Part::Keys) | (Contents::Mart(_), Part::Mart | Part::Counts));
+        let fits = matches!(
+            (&*contents, bound.part),
+            (Contents::Keys(_), Part::Keys) | (Contents::Mart(_), Part::Mart | Part::Counts) | (Contents::Rows(_), Part::Rows)
+        );
         if !fits {
             return Err(refused(format!("parcel {} has no part '{}'", bound.id, bound.part.name())));
         }
@@ -76,7 +87,11 @@ impl VTab for Handoff {
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {
         let scan = func.get_init_data();
+        if let Contents::Rows(batches) = &*scan.contents {
+            return emit_rows(batches, &scan.next, output);
+        }
         let len = match (&*scan.contents, scan.part) {
+            (Contents::Rows(_), _) => 0,
             (Contents::Keys(k), _) => k.len(),
             (_, Part::Counts) => scan.runs.len(),
             (Contents::Mart(m), _) => m.len(),
@@ -115,6 +130,7 @@ impl VTab for Handoff {
                 days.set_len(total);
                 orders.set_len(total);
             }
+            (Contents::Rows(_), _) => {}
             (Contents::Mart(mart), _) => {
                 let company = output.flat_vector(0);
                 for (i, g) in (start..end).enumerate() {
@@ -135,4 +151,32 @@ impl VTab for Handoff {
     fn parameters() -> Option<Vec<LogicalTypeHandle>> {
         Some(vec![LogicalTypeHandle::from(LogicalTypeId::Bigint), LogicalTypeHandle::from(LogicalTypeId::Varchar)])
     }
+}
+
+/// One parcel batch per output chunk (each is at most a vector long); `next` counts batches.
+fn emit_rows(batches: &[RecordBatch], next: &AtomicUsize, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {
+    let Some(batch) = batches.get(next.fetch_add(1, Ordering::Relaxed)) else {
+        output.set_len(0);
+        return Ok(());
+    };
+    let n = batch.num_rows();
+    if n > CHUNK {
+        return Err(refused(format!("a batch of {n} rows exceeds a vector")));
+    }
+    let int64 = |i: usize| batch.column(i).as_any().downcast_ref::<Int64Array>().ok_or_else(|| refused(format!("column {i} is not BIGINT")));
+    let (ids, revenue) = (int64(0)?, int64(3)?);
+    let company = batch.column(1).as_any().downcast_ref::<StringArray>().ok_or_else(|| refused("column 1 is not VARCHAR".into()))?;
+    let day = batch.column(2).as_any().downcast_ref::<Date32Array>().ok_or_else(|| refused("column 2 is not DATE".into()))?;
+    // SAFETY: `n <= CHUNK`, the vectors' capacity; BIGINT is i64 and DATE is i32 in DuckDB.
+    unsafe {
+        output.flat_vector(0).as_mut_slice_with_len::<i64>(n).copy_from_slice(ids.values());
+        output.flat_vector(2).as_mut_slice_with_len::<i32>(n).copy_from_slice(day.values());
+        output.flat_vector(3).as_mut_slice_with_len::<i64>(n).copy_from_slice(revenue.values());
+    }
+    let companies = output.flat_vector(1);
+    for i in 0..n {
+        companies.insert(i, company.value(i));
+    }
+    output.set_len(n);
+    Ok(())
 }
