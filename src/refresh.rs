@@ -20,7 +20,7 @@ use crate::delta::{Delta, Group, Mart};
 use crate::handoff::{self, Contents, Parcel, Part};
 use crate::dupcheck;
 use crate::error::{clean_duckdb_message, Error, Result};
-use crate::schema::{Probe, COUNTS, FACT, MART, META};
+use crate::schema::{Place, Probe, COUNTS, FACT, MART, META};
 use crate::serving::{self, in_transaction, not_built, now_micros, ResolvedSource};
 
 #[derive(Debug, Clone, Default)]
@@ -171,13 +171,14 @@ fn validate(raw: &str, changes: &[RecordBatch]) -> Result<Vec<i64>> {
 
 /// Removes the changed orders from the fact and returns their old versions. DELETE ...
 /// RETURNING reads the fact once (row groups are pruned by order_id zone maps).
-fn take_old_versions(conn: &Connection, keys: Vec<i64>) -> Result<Vec<RecordBatch>> {
+fn take_old_versions(conn: &Connection, place: &Place, keys: Vec<i64>) -> Result<Vec<RecordBatch>> {
     let keys = Parcel::new(Contents::Keys(keys));
     fetch_with(
         conn,
         &format!(
-            "DELETE FROM {FACT} WHERE order_id IN (SELECT order_id FROM {}) \
+            "DELETE FROM {} WHERE order_id IN (SELECT order_id FROM {}) \
              RETURNING order_id, company, order_day, revenue",
+            place.of(FACT),
             Part::Keys.scan()
         ),
         [keys.id()],
@@ -186,7 +187,7 @@ fn take_old_versions(conn: &Connection, keys: Vec<i64>) -> Result<Vec<RecordBatc
 }
 
 /// Inserts the new versions of the orders that are not deleted.
-fn insert_new_versions(conn: &Connection, changes: &[RecordBatch]) -> Result<()> {
+fn insert_new_versions(conn: &Connection, place: &Place, changes: &[RecordBatch]) -> Result<()> {
     let mut live = Vec::with_capacity(changes.len());
     for batch in changes {
         let rows = batch.project(&[0, 1, 2, 3]).map_err(arrow_failed)?;
@@ -198,17 +199,17 @@ fn insert_new_versions(conn: &Connection, changes: &[RecordBatch]) -> Result<()>
         live.extend((0..rows.num_rows()).step_by(2048).map(|at| rows.slice(at, 2048.min(rows.num_rows() - at))));
     }
     let rows = Parcel::new(Contents::Rows(live));
-    conn.prepare_cached(&format!("INSERT INTO {FACT} SELECT * FROM {}", Part::Rows.scan()))
+    conn.prepare_cached(&format!("INSERT INTO {} SELECT * FROM {}", place.of(FACT), Part::Rows.scan()))
         .and_then(|mut stmt| stmt.execute([rows.id()]))
         .map(|_| ())
         .map_err(|e| Error::duckdb("serving_refresh: inserting changed orders", &e))
 }
 
 /// Reads mart_daily and its counts from the tables (when the cache cannot vouch for them).
-fn read_mart(conn: &Connection) -> Result<Mart> {
+fn read_mart(conn: &Connection, place: &Place) -> Result<Mart> {
     let failed = |e: duckdb::Error| not_built("serving_refresh", e);
-    let mart = fetch(conn, &format!("SELECT company, order_day, revenue FROM {MART}"), failed)?;
-    let counts = fetch(conn, crate::schema::COUNTS_ROWS, failed)?;
+    let mart = fetch(conn, &format!("SELECT company, order_day, revenue FROM {}", place.of(MART)), failed)?;
+    let counts = fetch(conn, &crate::schema::counts_rows(&place.of(COUNTS)), failed)?;
     let mut groups = Vec::new();
     for (batch, is_mart) in mart.iter().map(|b| (b, true)).chain(counts.iter().map(|b| (b, false))) {
         let company: &StringArray = column(batch, 0)?;
@@ -294,24 +295,27 @@ fn fold_changes(changes: &[RecordBatch], old: &[RecordBatch], current: &Mart, s:
 }
 
 fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, started: Instant) -> Result<Applied> {
-    let (generation, fct_rows): (Option<i64>, Option<i64>) = conn
-        .prepare_cached(&format!("SELECT generation, fct_rows FROM {META}"))
-        .and_then(|mut stmt| stmt.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
+    // serving_meta is found like the caller would find it; it says where the whole layer lives.
+    let (generation, fct_rows, place): (Option<i64>, Option<i64>, Place) = conn
+        .prepare_cached(&format!("SELECT generation, fct_rows, serving_catalog, serving_schema FROM {META}"))
+        .and_then(|mut stmt| {
+            stmt.query_row([], |r| Ok((r.get(0)?, r.get(1)?, Place { catalog: r.get(2)?, schema: r.get(3)? })))
+        })
         .map_err(|e| not_built("serving_refresh", e))?;
     let changes = read_changes(conn, src)?;
     let keys = validate(&src.raw, &changes)?;
-    let old = take_old_versions(conn, keys)?;
+    let old = take_old_versions(conn, &place, keys)?;
     let current = match generation.and_then(cached_mart) {
         Some(mart) => mart,
-        None => Arc::new(read_mart(conn)?),
+        None => Arc::new(read_mart(conn, &place)?),
     };
     let mut s = RefreshSummary { source: src.raw.clone(), lake_snapshot, ..Default::default() };
-    insert_new_versions(conn, &changes)?;
+    insert_new_versions(conn, &place, &changes)?;
     let (next, touched) = fold_changes(&changes, &old, &current, &mut s)?;
     let next = Arc::new(next);
     let parcel = Parcel::new(Contents::Mart(next.clone()));
     for (table, part) in [(MART, Part::Mart), (COUNTS, Part::Counts)] {
-        conn.prepare_cached(&format!("CREATE OR REPLACE TABLE {table} AS SELECT * FROM {}", part.scan()))
+        conn.prepare_cached(&format!("CREATE OR REPLACE TABLE {} AS SELECT * FROM {}", place.of(table), part.scan()))
             .and_then(|mut stmt| stmt.execute([parcel.id()]))
             .map_err(|e| Error::duckdb("serving_refresh: writing mart_daily", &e))?;
     }
@@ -320,14 +324,15 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
     s.fct_rows = match fct_rows {
         Some(n) => n + s.inserted - s.deleted,
         None => conn
-            .query_row(&format!("SELECT count(*) FROM {FACT}"), [], |r| r.get(0))
+            .query_row(&format!("SELECT count(*) FROM {}", place.of(FACT)), [], |r| r.get(0))
             .map_err(|e| Error::duckdb("serving_refresh: counting fct_orders", &e))?,
     };
 
     let generation = handoff::random_token();
     conn.prepare_cached(&format!(
-        "UPDATE {META} SET refreshed_at = make_timestamp(?), refresh_source = ?, refreshes = refreshes + 1, \
-         lake_snapshot = coalesce(?, lake_snapshot), fct_rows = ?, generation = ?"
+        "UPDATE {} SET refreshed_at = make_timestamp(?), refresh_source = ?, refreshes = refreshes + 1, \
+         lake_snapshot = coalesce(?, lake_snapshot), fct_rows = ?, generation = ?",
+        place.of(META)
     ))
     .and_then(|mut stmt| stmt.execute(duckdb::params![now_micros(), src.raw, lake_snapshot, s.fct_rows, generation]))
     .map_err(|e| Error::duckdb("serving_refresh: writing serving_meta", &e))?;

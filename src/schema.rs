@@ -169,17 +169,35 @@ pub fn fact_ddl(table: &str) -> String {
     )
 }
 
+/// Where the serving tables live: the catalog and schema that were current when they were
+/// built. Every statement that writes them names them fully, so a session whose search_path
+/// has changed since can never write half of the layer into another schema (or drop another
+/// schema's `fct_orders`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    pub catalog: String,
+    pub schema: String,
+}
+
+impl Place {
+    /// `"catalog"."schema".table`
+    pub fn of(&self, table: &str) -> String {
+        format!("{}.{}.{table}", quote::ident(&self.catalog), quote::ident(&self.schema))
+    }
+}
+
 /// The rollup, sorted by company so that a company predicate prunes row groups via zone maps,
 /// and its per-group order counts, from one aggregation. The counts are internal bookkeeping,
 /// one row per company with aligned lists: a refresh rewrites them, and a few lists are much
 /// cheaper to write than a row (and a string) per group.
-pub fn mart_ctas() -> String {
+pub fn mart_ctas(place: &Place) -> String {
+    let (fact, mart, counts) = (place.of(FACT), place.of(MART), place.of(COUNTS));
     format!(
         "CREATE OR REPLACE TEMP TABLE __sh_agg AS SELECT company, order_day, \
              CAST(SUM(revenue) AS HUGEINT) AS revenue, count(*) AS orders \
-         FROM {FACT} GROUP BY company, order_day ORDER BY company, order_day; \
-         CREATE OR REPLACE TABLE {MART} AS SELECT company, order_day, revenue FROM __sh_agg; \
-         CREATE OR REPLACE TABLE {COUNTS} AS SELECT company, list(order_day ORDER BY order_day) AS order_days, \
+         FROM {fact} GROUP BY company, order_day ORDER BY company, order_day; \
+         CREATE OR REPLACE TABLE {mart} AS SELECT company, order_day, revenue FROM __sh_agg; \
+         CREATE OR REPLACE TABLE {counts} AS SELECT company, list(order_day ORDER BY order_day) AS order_days, \
              list(orders ORDER BY order_day) AS orders FROM __sh_agg GROUP BY company ORDER BY company; \
          DROP TABLE __sh_agg"
     )
@@ -187,18 +205,22 @@ pub fn mart_ctas() -> String {
 
 /// Bookkeeping of the serving layer: one row, replaced by every build. `fct_rows` is kept by
 /// build and refresh (counting a table with scattered deletes costs a scan); `generation` is a
-/// random token each build/refresh writes, naming the mart state a refresh may have cached.
-pub fn meta_ddl() -> String {
+/// random token each build/refresh writes, naming the mart state a refresh may have cached;
+/// `serving_catalog`/`serving_schema` are the `Place` of the layer.
+pub fn meta_ddl(place: &Place) -> String {
     format!(
-        "CREATE OR REPLACE TABLE {META} (built_at TIMESTAMP, source VARCHAR, refreshed_at TIMESTAMP, \
+        "CREATE OR REPLACE TABLE {} (built_at TIMESTAMP, source VARCHAR, refreshed_at TIMESTAMP, \
          refresh_source VARCHAR, refreshes BIGINT, lake_snapshot BIGINT, last_reconcile_at TIMESTAMP, \
-         last_reconcile_clean BOOLEAN, fct_rows BIGINT, generation BIGINT)"
+         last_reconcile_clean BOOLEAN, fct_rows BIGINT, generation BIGINT, serving_catalog VARCHAR, \
+         serving_schema VARCHAR)",
+        place.of(META)
     )
 }
 
-/// The counts table as one row per group.
-pub const COUNTS_ROWS: &str =
-    "SELECT company, unnest(order_days) AS order_day, unnest(orders) AS orders FROM serving_mart_counts";
+/// A counts table as one row per group.
+pub fn counts_rows(counts: &str) -> String {
+    format!("SELECT company, unnest(order_days) AS order_day, unnest(orders) AS orders FROM {counts}")
+}
 
 /// Two-way EXCEPT ALL between what is served (mart + counts) and a fresh aggregate of the fact.
 pub fn reconcile_sql() -> String {
@@ -206,10 +228,11 @@ pub fn reconcile_sql() -> String {
         "WITH fresh AS MATERIALIZED (SELECT company, order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue, \
                                       count(*) AS orders FROM {FACT} GROUP BY company, order_day), \
               served AS MATERIALIZED (SELECT company, order_day, m.revenue, c.orders \
-                                      FROM {MART} m FULL OUTER JOIN ({COUNTS_ROWS}) c USING (company, order_day)) \
+                                      FROM {MART} m FULL OUTER JOIN ({}) c USING (company, order_day)) \
          SELECT * FROM (SELECT 'mart_only' AS side, * FROM (FROM served EXCEPT ALL FROM fresh) \
                         UNION ALL SELECT 'fact_only' AS side, * FROM (FROM fresh EXCEPT ALL FROM served)) \
-         ORDER BY company, order_day, side"
+         ORDER BY company, order_day, side",
+        counts_rows(COUNTS)
     )
 }
 

@@ -13,7 +13,7 @@ use crate::dupcheck;
 use crate::error::{clean_duckdb_message, Error, Result};
 use crate::lake::{self, LakeTable};
 use crate::quote;
-use crate::schema::{self, SourceColumns, FACT, MART, META};
+use crate::schema::{self, Place, SourceColumns, FACT, MART, META};
 use crate::source::Source;
 
 /// The one row serving_build returns.
@@ -302,11 +302,13 @@ pub fn duplicate_message(id: i64, n: usize) -> String {
     )
 }
 
-/// Counts and totals of the current serving tables.
-pub fn summarize(conn: &Connection, source: &str, lake_snapshot: Option<i64>, started: Instant) -> Result<BuildSummary> {
+/// Counts and totals of the serving tables at `place`.
+pub fn summarize(conn: &Connection, place: &Place, source: &str, lake_snapshot: Option<i64>, started: Instant) -> Result<BuildSummary> {
     let sql = format!(
-        "SELECT (SELECT count(*) FROM {FACT}), count(*), count(DISTINCT company), count(DISTINCT order_day), \
-         sum(revenue) FROM {MART}"
+        "SELECT (SELECT count(*) FROM {}), count(*), count(DISTINCT company), count(DISTINCT order_day), \
+         sum(revenue) FROM {}",
+        place.of(FACT),
+        place.of(MART)
     );
     conn.query_row(&sql, [], |r| {
         Ok(BuildSummary {
@@ -326,31 +328,43 @@ pub fn summarize(conn: &Connection, source: &str, lake_snapshot: Option<i64>, st
     .map_err(|e| Error::duckdb("serving: summarizing", &e))
 }
 
-/// Replaces the serving tables from `relation` (already resolved); the caller owns the transaction.
-/// Replaces the serving tables from a resolved source; the caller owns the transaction.
-/// The new fact is loaded under a staging name and renamed into place only after every check,
-/// so a source that reads the current fct_orders (even through a view) still sees it.
-pub fn build_from(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>) -> Result<()> {
+/// The catalog and schema a build writes into: the session's current ones (where an
+/// unqualified CREATE TABLE would land).
+pub fn current_place(conn: &Connection) -> Result<Place> {
+    conn.query_row("SELECT current_database(), current_schema()", [], |r| {
+        Ok(Place { catalog: r.get(0)?, schema: r.get(1)? })
+    })
+    .map_err(|e| Error::duckdb("serving: finding the current schema", &e))
+}
+
+/// Replaces the serving tables at `place` from a resolved source; the caller owns the
+/// transaction. The new fact is loaded under a staging name and renamed into place only after
+/// every check, so a source that reads the current fct_orders (even through a view) still sees it.
+pub fn build_from(conn: &Connection, place: &Place, src: &ResolvedSource, lake_snapshot: Option<i64>) -> Result<()> {
+    let staged = place.of(STAGED_FACT);
     let load = format!(
-        "{}; INSERT INTO {STAGED_FACT} SELECT {} FROM {}",
-        schema::fact_ddl(STAGED_FACT),
+        "{}; INSERT INTO {staged} SELECT {} FROM {}",
+        schema::fact_ddl(&staged),
         src.columns.fact_select_list(),
         src.relation
     );
     load_checked(conn, src, &load)?;
-    check_duplicates(conn, &src.raw, STAGED_FACT)?;
+    check_duplicates(conn, &src.raw, &staged)?;
     let failed = |e: duckdb::Error| Error::duckdb("serving: building mart_daily", &e);
     conn.execute_batch(&format!(
-        "DROP TABLE IF EXISTS {FACT}; ALTER TABLE {STAGED_FACT} RENAME TO {FACT}; {}",
-        schema::mart_ctas()
+        "DROP TABLE IF EXISTS {}; ALTER TABLE {staged} RENAME TO {FACT}; {}",
+        place.of(FACT),
+        schema::mart_ctas(place)
     ))
     .map_err(failed)?;
-    conn.execute_batch(&schema::meta_ddl()).map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
+    conn.execute_batch(&schema::meta_ddl(place)).map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
     conn.execute(
         &format!(
-            "INSERT INTO {META} VALUES (make_timestamp(?), ?, NULL, NULL, 0, ?, NULL, NULL, (SELECT count(*) FROM {FACT}), ?)"
+            "INSERT INTO {} VALUES (make_timestamp(?), ?, NULL, NULL, 0, ?, NULL, NULL, (SELECT count(*) FROM {}), ?, ?, ?)",
+            place.of(META),
+            place.of(FACT)
         ),
-        duckdb::params![now_micros(), src.raw, lake_snapshot, crate::handoff::random_token()],
+        duckdb::params![now_micros(), src.raw, lake_snapshot, crate::handoff::random_token(), place.catalog, place.schema],
     )
     .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
     Ok(())
@@ -365,8 +379,9 @@ pub fn build(conn: &Connection, raw: &str) -> Result<BuildSummary> {
     // that explain_load_failure can point at the offending row.
     let src = resolve(conn, raw, false)?;
     in_transaction(conn, || {
-        build_from(conn, &src, src.lake_snapshot)?;
-        summarize(conn, raw, src.lake_snapshot, started)
+        let place = current_place(conn)?;
+        build_from(conn, &place, &src, src.lake_snapshot)?;
+        summarize(conn, &place, raw, src.lake_snapshot, started)
     })
     .map_err(|e| explain_load_failure(conn, e))
 }

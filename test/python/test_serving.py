@@ -461,3 +461,29 @@ def test_unqualified_source_resolves_like_the_callers_session(con, tmp_path, how
         f"serving_build('src') built from a different table than the caller's `src` "
         f"(fct_rows {summary['fct_rows']}, expected {len(real)}; the decoy has {len(decoy)})"
     )
+
+
+def test_a_second_layer_under_another_search_path_leaves_the_first_intact(con, tmp_path):
+    """Build + refresh in `main`, then in schema `staging` (SET search_path): each layer lives
+    wholly in its own schema. A build must never drop `main.fct_orders` because the new layer's
+    schema lacks one, and a refresh must write every table where its serving_meta lives."""
+    first, first_companies = gen_rows(51, 2_000, 5, 30)
+    second, second_companies = gen_rows(52, 1_500, 4, 20)
+    load_table(con, "memory.main.src", first, tmp_path)
+    build(con, "src")
+    con.execute("CREATE SCHEMA staging")
+    load_table(con, "staging.src", second, tmp_path)
+    con.execute("SET search_path = 'staging'")
+    assert build(con, "src")["fct_rows"] == len(second)
+    # A refresh in staging: one order of the second source gets a new revenue.
+    oid, company, day, _ = second[0]
+    con.execute("CREATE TABLE staging.changes AS SELECT $1::BIGINT AS order_id, $2 AS company, $3::DATE AS order_day, "
+                "7::BIGINT AS revenue", [oid, company, day])
+    assert con.execute("SELECT updated FROM serving_refresh('changes')").fetchone()[0] == 1
+    second = [(oid, company, day, 7)] + second[1:]
+    assert_tables_match(con, second)
+    assert_every_company(con, second, second_companies)
+    con.execute("RESET search_path")
+    assert_tables_match(con, first)
+    assert_every_company(con, first, first_companies)
+    assert con.execute("SELECT count(*) FROM serving_reconcile()").fetchone()[0] == 0
