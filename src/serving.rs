@@ -386,10 +386,21 @@ pub fn build(conn: &Connection, raw: &str) -> Result<BuildSummary> {
     .map_err(|e| explain_load_failure(conn, e))
 }
 
+/// Bookkeeping columns added after the first release of the serving layout.
+const LATER_COLUMNS: [&str; 5] = ["serving_catalog", "serving_schema", "generation", "fct_rows", "order_days"];
+
 pub fn not_built(function: &'static str, e: duckdb::Error) -> Error {
     let msg = clean_duckdb_message(&e);
     if msg.contains("Catalog Error") && [MART, FACT, META, schema::COUNTS].iter().any(|t| msg.contains(t)) {
         Error::NotBuilt { function }
+    } else if msg.contains("Binder Error") && LATER_COLUMNS.iter().any(|c| msg.contains(c)) {
+        Error::DuckDb {
+            context: function.into(),
+            message: format!(
+                "the serving tables were built by an older streamhouse (their layout lacks a column this \
+                 version keeps); run serving_build(source) again ({msg})"
+            ),
+        }
     } else {
         Error::DuckDb { context: function.into(), message: msg }
     }
