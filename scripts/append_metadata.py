@@ -46,7 +46,7 @@ def main() -> None:
     p.add_argument("out")
     p.add_argument("--platform", default="linux_amd64")
     p.add_argument("--extension-version", default="v0.1.0")
-    p.add_argument("--capi-version", default="v1.2.0")
+    p.add_argument("--capi-version", default="v1.5.6")
     p.add_argument("--abi", default="C_STRUCT")
     a = p.parse_args()
     # Write beside and rename: a process that has the old file loaded keeps a valid mapping.

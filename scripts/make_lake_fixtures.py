@@ -39,6 +39,17 @@ def main(out: Path) -> None:
 
     (out / "not_paimon").mkdir(parents=True)
 
+    # DuckDB's sandbox (test/sql/sandbox.test): sandbox/ is the allowed directory. It holds a
+    # copy of accounts, a symlink out to fct_orders, and a copy whose bucket-0 links outside.
+    box = out / "sandbox"
+    box.mkdir()
+    accounts = out / "lake" / "db.db" / "accounts"
+    shutil.copytree(accounts, box / "accounts")
+    (box / "orders_link").symlink_to((out / "lake" / "db.db" / "fct_orders").resolve())
+    shutil.copytree(accounts, box / "accounts_leaky")
+    shutil.rmtree(box / "accounts_leaky" / "bucket-0")
+    (box / "accounts_leaky" / "bucket-0").symlink_to((accounts / "bucket-0").resolve())
+
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]))

@@ -27,6 +27,8 @@ pub enum Error {
     Lake { function: &'static str, path: String, problem: String },
     /// The extension's own connection is gone (the database is being closed).
     Closed,
+    /// Another build/refresh/follow apply held the writer connection for longer than we wait.
+    Busy { function: String, waited: std::time::Duration },
     /// Loading the source failed inside the build transaction. `probes` are queries that find
     /// the offending row; they can only run after the rollback (the transaction is aborted).
     LoadFailed { source: String, message: String, probes: Vec<(String, crate::schema::Probe)> },
@@ -73,6 +75,12 @@ impl fmt::Display for Error {
                 f,
                 "streamhouse: the extension's connection to this database was released because every \
                  other connection closed; reopen the database and LOAD streamhouse again"
+            ),
+            Error::Busy { function, waited } => write!(
+                f,
+                "{function}: another build/refresh is running on this database (waited {} s for it); try again \
+                 when it has finished",
+                waited.as_secs()
             ),
             Error::LoadFailed { source, message, .. } => {
                 write!(f, "serving: loading source '{source}' failed: {message}")

@@ -18,6 +18,7 @@ use paimon::table::SchemaManager;
 use paimon::{IncrementalScanMode, Table};
 
 use crate::error::{Error, Result};
+use crate::sandbox::Sandbox;
 
 /// An opened Paimon table directory.
 pub struct LakeTable {
@@ -45,12 +46,20 @@ fn block_on<T>(fut: impl std::future::Future<Output = T>) -> std::io::Result<T> 
 }
 
 /// `paimon:<dir>` or a directory that holds a Paimon table (`schema/`): the Paimon path, if so.
-pub fn paimon_path(source: &str) -> Option<String> {
+/// The filesystem is only looked at where the sandbox allows; a path it forbids that is not
+/// a file source (those DuckDB checks itself) is refused here, naming the setting.
+pub fn paimon_path(source: &str, sandbox: &Sandbox) -> Result<Option<String>> {
     if let Some(rest) = source.strip_prefix("paimon:") {
-        return Some(rest.trim().to_string());
+        return Ok(Some(rest.trim().to_string()));
     }
-    let p = Path::new(source.trim());
-    (p.is_dir() && p.join("schema").is_dir()).then(|| source.trim().to_string())
+    let s = source.trim();
+    if !sandbox.permits(s) {
+        let file_like = crate::source::Source::parse(s).is_ok();
+        let path_like = s.contains('/') || s.contains('\\');
+        return if path_like && !file_like { Err(sandbox.denied("serving", s)) } else { Ok(None) };
+    }
+    let p = Path::new(s);
+    Ok((p.is_dir() && p.join("schema").is_dir()).then(|| s.to_string()))
 }
 
 /// Arrow 58 (paimon) → Arrow 60 (DuckDB) through the C Data Interface, without copying buffers.
@@ -77,7 +86,12 @@ fn to_arrow60(batch: &arrow_array::RecordBatch) -> std::result::Result<Batch60, 
 
 impl LakeTable {
     /// Opens the table at `path` (absolute, or relative to the working directory); no catalog.
-    pub fn open(function: &'static str, path: &str) -> Result<LakeTable> {
+    /// Refused, before anything is read, where DuckDB's sandbox settings forbid the directory.
+    pub fn open(function: &'static str, path: &str, sandbox: &Sandbox) -> Result<LakeTable> {
+        if path.contains('\0') {
+            return Err(lake_err(function, &path.replace('\0', "\\0"), "a path cannot contain a NUL character"));
+        }
+        sandbox.check_tree(function, path)?;
         let dir: PathBuf = std::path::absolute(path).map_err(|e| lake_err(function, path, e))?;
         if !dir.is_dir() {
             return Err(lake_err(function, path, "no such directory"));
@@ -117,6 +131,14 @@ impl LakeTable {
         block_on(self.table.snapshot_manager().get_latest_snapshot_id())
             .map_err(|e| self.err(function, e))?
             .map_err(|e| self.err(function, e))
+    }
+
+    /// When snapshot `id` was committed (milliseconds since the epoch).
+    pub fn snapshot_time_millis(&self, function: &'static str, id: i64) -> Result<i64> {
+        let snapshot = block_on(self.table.snapshot_manager().get_snapshot(id))
+            .map_err(|e| self.err(function, e))?
+            .map_err(|e| self.err(function, e))?;
+        Ok(snapshot.time_millis() as i64)
     }
 
     pub fn snapshots(&self, function: &'static str) -> Result<Vec<SnapshotInfo>> {

@@ -7,6 +7,7 @@
 pub mod delta;
 pub mod dupcheck;
 pub mod error;
+mod follow;
 
 mod functions;
 pub mod handoff;
@@ -14,6 +15,7 @@ pub mod lake;
 pub mod quote;
 pub mod schema;
 pub mod refresh;
+pub mod sandbox;
 pub mod serving;
 mod session;
 pub mod source;
@@ -23,9 +25,9 @@ use duckdb::{duckdb_entrypoint_c_api, Connection};
 
 /// Called by DuckDB on `LOAD`. The connection clone must happen here: the database handle
 /// behind `con` is only valid until this function returns.
-#[duckdb_entrypoint_c_api(ext_name = "streamhouse", min_duckdb_version = "v1.2.0")]
+#[duckdb_entrypoint_c_api(ext_name = "streamhouse", min_duckdb_version = "v1.5.6")]
 pub fn extension_entrypoint(con: Connection) -> Result<(), Box<dyn std::error::Error>> {
-    let session = session::Session::start(con.try_clone()?);
+    let session = session::Session::start(&con)?;
     functions::register_all(&con, &session)?;
     Ok(())
 }

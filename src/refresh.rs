@@ -20,6 +20,7 @@ use crate::delta::{Delta, Group, Mart};
 use crate::handoff::{self, Contents, Parcel, Part};
 use crate::dupcheck;
 use crate::error::{clean_duckdb_message, Error, Result};
+use crate::sandbox::Sandbox;
 use crate::schema::{Place, Probe, COUNTS, FACT, MART, META};
 use crate::serving::{self, in_transaction, not_built, now_micros, ResolvedSource};
 
@@ -340,9 +341,9 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
     Ok(Applied { summary: s, generation, mart: next })
 }
 
-pub fn refresh(conn: &Connection, raw: &str) -> Result<RefreshSummary> {
+pub fn refresh(conn: &Connection, raw: &str, sandbox: &Sandbox) -> Result<RefreshSummary> {
     let started = Instant::now();
-    let src = serving::resolve(conn, raw, true)?;
+    let src = serving::resolve(conn, raw, true, sandbox)?;
     let applied = in_transaction(conn, || apply(conn, &src, src.lake_snapshot, started))
         .map_err(|e| serving::explain_load_failure(conn, e))?;
     remember_mart(applied.generation, applied.mart);
@@ -360,12 +361,16 @@ pub struct Difference {
     pub orders: Option<i64>,
 }
 
-/// Whole-mart check against the fact; records the outcome in serving_meta.
-pub fn reconcile(conn: &Connection) -> Result<Vec<Difference>> {
+/// Whole-mart check against the fact, on one committed state (a read transaction, so a
+/// refresh committing meanwhile is seen entirely or not at all). Returns the differences and
+/// the generation of the state checked.
+pub fn reconcile(conn: &Connection) -> Result<(Vec<Difference>, Option<i64>)> {
     use duckdb::types::ValueRef;
     require_built(conn, "serving_reconcile")?;
     in_transaction(conn, || {
         let failed = |e: duckdb::Error| Error::duckdb("serving_reconcile", &e);
+        let generation: Option<i64> =
+            conn.query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get(0)).map_err(failed)?;
         let mut stmt = conn.prepare(&crate::schema::reconcile_sql()).map_err(failed)?;
         let diffs = stmt
             .query_map([], |r| {
@@ -386,13 +391,29 @@ pub fn reconcile(conn: &Connection) -> Result<Vec<Difference>> {
             .map_err(failed)?
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(failed)?;
-        conn.execute(
-            &format!("UPDATE {META} SET last_reconcile_at = make_timestamp(?), last_reconcile_clean = ?"),
-            duckdb::params![now_micros(), diffs.is_empty()],
-        )
-        .map_err(failed)?;
-        Ok(diffs)
+        Ok((diffs, generation))
     })
+}
+
+/// A reconcile's outcome: when, whether clean, and which state (generation) it checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reconciled {
+    pub at: i64,
+    pub clean: bool,
+    pub generation: Option<i64>,
+}
+
+/// Stores a reconcile's outcome in serving_meta, unless the layer has moved on since.
+pub fn record_reconcile(conn: &Connection, r: Reconciled) -> Result<()> {
+    conn.execute(
+        &format!(
+            "UPDATE {META} SET last_reconcile_at = make_timestamp(?), last_reconcile_clean = ? \
+             WHERE generation IS NOT DISTINCT FROM ?"
+        ),
+        duckdb::params![r.at, r.clean, r.generation],
+    )
+    .map(|_| ())
+    .map_err(|e| Error::duckdb("serving_reconcile: recording the outcome", &e))
 }
 
 #[derive(Debug, Clone, Default)]
@@ -409,6 +430,8 @@ pub struct Status {
     pub last_reconcile_clean: Option<bool>,
     /// Seconds since the serving tables last changed (build or refresh).
     pub age_seconds: f64,
+    /// Which state serving_meta describes.
+    pub generation: Option<i64>,
 }
 
 pub fn status(conn: &Connection) -> Result<Status> {
@@ -416,7 +439,8 @@ pub fn status(conn: &Connection) -> Result<Status> {
     let epoch_us = |col: &str| format!("epoch_us({col})");
     let sql = format!(
         "SELECT {}, source, {}, refresh_source, refreshes, lake_snapshot, \
-         (SELECT count(*) FROM {FACT}), (SELECT count(*) FROM {MART}), {}, last_reconcile_clean FROM {META}",
+         (SELECT count(*) FROM {FACT}), (SELECT count(*) FROM {MART}), {}, last_reconcile_clean, generation \
+         FROM {META}",
         epoch_us("built_at"),
         epoch_us("refreshed_at"),
         epoch_us("last_reconcile_at"),
@@ -435,6 +459,7 @@ pub fn status(conn: &Connection) -> Result<Status> {
                 last_reconcile_at: r.get(8)?,
                 last_reconcile_clean: r.get(9)?,
                 age_seconds: 0.0,
+                generation: r.get(10)?,
             })
         })
         .map_err(|e| not_built("serving_status", e))?;

@@ -13,6 +13,7 @@ use crate::dupcheck;
 use crate::error::{clean_duckdb_message, Error, Result};
 use crate::lake::{self, LakeTable};
 use crate::quote;
+use crate::sandbox::Sandbox;
 use crate::schema::{self, Place, SourceColumns, FACT, MART, META};
 use crate::source::Source;
 
@@ -72,9 +73,9 @@ pub struct ResolvedSource {
 
 /// Resolves a source string. A Paimon source is read and staged into a temp table of our own
 /// connection (replaced by the next staging).
-pub fn resolve(conn: &Connection, raw: &str, allow_deleted: bool) -> Result<ResolvedSource> {
-    if let Some(path) = lake::paimon_path(raw) {
-        return resolve_lake(conn, raw, &path, allow_deleted);
+pub fn resolve(conn: &Connection, raw: &str, allow_deleted: bool, sandbox: &Sandbox) -> Result<ResolvedSource> {
+    if let Some(path) = lake::paimon_path(raw, sandbox)? {
+        return resolve_lake(conn, raw, &path, allow_deleted, sandbox);
     }
     let source = Source::parse(raw)?;
     let relation = source.relation_sql();
@@ -114,14 +115,14 @@ const LAKE_STAGE: &str = "__sh_lake";
 /// between S and the latest snapshot, their rows from the latest merged state read with a
 /// key predicate (Paimon skips files whose key range holds none of them), and a key with no
 /// merged row any more is staged as deleted.
-fn resolve_lake(conn: &Connection, raw: &str, path: &str, allow_deleted: bool) -> Result<ResolvedSource> {
+fn resolve_lake(conn: &Connection, raw: &str, path: &str, allow_deleted: bool, sandbox: &Sandbox) -> Result<ResolvedSource> {
     const FUNCTION: &str = "serving";
-    let table = LakeTable::open(FUNCTION, path)?;
+    let table = LakeTable::open(FUNCTION, path, sandbox)?;
     let schema = table.schema(FUNCTION)?;
     let described: Vec<(String, String)> =
         schema.fields().iter().map(|f| (f.name().clone(), duckdb_type_name(f.data_type()))).collect();
     let mut columns = schema::match_columns(raw, &described, false)?;
-    let since = if allow_deleted { built_lake_snapshot(conn, path)? } else { None };
+    let since = if allow_deleted { built_lake_snapshot(conn, path, sandbox)? } else { None };
     let arrow_failed = |e: duckdb::arrow::error::ArrowError| Error::DuckDb {
         context: format!("serving: staging Paimon table '{path}'"),
         message: e.to_string(),
@@ -198,13 +199,13 @@ const LAKE_CHANGES: &str = "__sh_lake_changes";
 
 /// The lake snapshot the serving layer reflects (0: built from the table while it had none).
 /// A lake refresh must read the same Paimon table the serving layer was built from.
-fn built_lake_snapshot(conn: &Connection, path: &str) -> Result<Option<i64>> {
+fn built_lake_snapshot(conn: &Connection, path: &str, sandbox: &Sandbox) -> Result<Option<i64>> {
     let (snapshot, source): (Option<i64>, Option<String>) = conn
         .query_row(&format!("SELECT lake_snapshot, source FROM {META}"), [], |r| Ok((r.get(0)?, r.get(1)?)))
         .map_err(|e| not_built("serving_refresh", e))?;
     let refuse = |why: String| Error::DuckDb { context: "serving_refresh".into(), message: why };
     let same_dir = |a: &str, b: &str| std::path::absolute(a).ok() == std::path::absolute(b).ok();
-    match source.as_deref().and_then(lake::paimon_path) {
+    match source.as_deref().and_then(|s| lake::paimon_path(s, sandbox).ok().flatten()) {
         None => Err(refuse(format!(
             "the serving layer was built from '{}', not from a Paimon table; run serving_build('paimon:{path}') first",
             source.unwrap_or_default()
@@ -373,11 +374,11 @@ pub fn build_from(conn: &Connection, place: &Place, src: &ResolvedSource, lake_s
 /// Where a build loads the new fact before it replaces fct_orders.
 const STAGED_FACT: &str = "__streamhouse_fct_orders_new";
 
-pub fn build(conn: &Connection, raw: &str) -> Result<BuildSummary> {
+pub fn build(conn: &Connection, raw: &str, sandbox: &Sandbox) -> Result<BuildSummary> {
     let started = Instant::now();
     // Resolved before the transaction: a Paimon source's staged rows must survive a rollback so
     // that explain_load_failure can point at the offending row.
-    let src = resolve(conn, raw, false)?;
+    let src = resolve(conn, raw, false, sandbox)?;
     in_transaction(conn, || {
         let place = current_place(conn)?;
         build_from(conn, &place, &src, src.lake_snapshot)?;

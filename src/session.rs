@@ -1,17 +1,23 @@
-//! The extension's own connection to one database, and its release when the database closes.
+//! The extension's own connections to one database, and their release when the database closes.
 //!
 //! Table functions need to run SQL (CREATE TABLE, prepared queries). The C API gives no way
-//! to run SQL on the caller's ClientContext, so during LOAD we clone a connection from the
-//! entrypoint's one and pass it to every function as extra info (one per database: a global
-//! would write into the wrong database when several are open).
+//! to run SQL on the caller's ClientContext, so during LOAD we clone connections from the
+//! entrypoint's one and pass them to every function as extra info (one set per database: a
+//! global would write into the wrong database when several are open). Connections can only be
+//! cloned during LOAD (the database handle behind the entrypoint's connection is gone after),
+//! so the whole pool is made then:
+//! - one **writer** connection: builds, refreshes and follow applies take it in turn;
+//! - a few **reader** connections: dashboards, OLAP, explain, status and reconcile each take a
+//!   free one, so they never queue behind a writer. DuckDB's MVCC gives each statement the last
+//!   committed state, so a reader sees the layer before or after a refresh, never half of it.
 //!
-//! That connection keeps the DatabaseInstance alive (and, since the instance owns our function
+//! Those connections keep the DatabaseInstance alive (and, since the instance owns our function
 //! entries which own the session, nothing would ever break the cycle). Left alone, closing the
 //! user's last connection would keep the file locked, the WAL un-checkpointed, and a
 //! same-process reopen waiting forever. So:
 //! - a watchdog thread asks DuckDB every few milliseconds how many connections the instance
-//!   has (`duckdb_connection_count()`); once ours is the only one on two looks in a row, no
-//!   user can reach this instance any more and the watchdog drops our connection, which
+//!   has (`duckdb_connection_count()`); once ours are the only ones on two looks in a row, no
+//!   user can reach this instance any more and the watchdog drops our connections, which
 //!   destroys the instance: DuckDB checkpoints, releases the lock and frees memory;
 //! - at process exit nothing of ours may run DuckDB code (its static state is being torn down;
 //!   a checkpoint there crashed the CLI), so a process that exits without closing leaves its
@@ -20,8 +26,8 @@
 //! Limitation (documented in the README): a C API user who disconnects every connection but
 //! keeps the `duckdb_database` handle and connects again later gets `Error::Closed`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Once};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Once, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -36,6 +42,24 @@ const WATCH_BUSY: Duration = Duration::from_millis(2);
 const WATCH_IDLE: Duration = Duration::from_millis(25);
 const BUSY_FOR: Duration = Duration::from_secs(2);
 
+/// Reader connections: more than the dashboards a 2-core host runs at once, few enough to be
+/// negligible (a connection is a small client context).
+const READERS: usize = 8;
+
+/// A second writer waits for the running one; past this bound it gives up with a clear error
+/// (a nested call, e.g. a source view that itself calls serving_build, would otherwise wait
+/// forever for the connection its own caller holds).
+pub const WRITER_WAIT: Duration = Duration::from_secs(120);
+
+/// Who a function is: it decides which connection it gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Reads committed state only; runs beside writers and other readers.
+    Reader,
+    /// Changes the serving tables; writers run one at a time.
+    Writer,
+}
+
 struct Held {
     conn: Connection,
     /// The caller's search_path last applied to `conn`, so it is set only when it changes.
@@ -43,15 +67,28 @@ struct Held {
 }
 
 // SAFETY: a DuckDB connection may be used from any thread as long as it is not used by two
-// threads at once; every access goes through the `Mutex` in `Session`.
+// threads at once; every access goes through the `Mutex` of its slot.
 unsafe impl Send for Held {}
 
+type Slot = Mutex<Option<Held>>;
+
 pub struct Session {
-    conn: Mutex<Option<Held>>,
-    /// When a function last used the connection.
+    writer: Slot,
+    readers: Vec<Slot>,
+    /// Where the next reader looks for a free connection first (spreads the load).
+    next_reader: AtomicUsize,
+    /// How many connections of the instance are ours (to tell "only ours are left").
+    ours: usize,
+    /// When a function last used a connection.
     last_used: Mutex<Instant>,
-    /// When a look found our connection alone, if no look since found it in company.
+    /// When a look found our connections alone, if no look since found them in company.
     alone_since: Mutex<Option<Instant>>,
+    /// Set once released: every later call gets `Error::Closed`.
+    released: AtomicBool,
+    /// The follower of this database's Paimon source, if one runs.
+    pub follower: Mutex<Option<crate::follow::Follower>>,
+    /// The last reconcile's outcome, for when the writer was busy and it could not be stored.
+    pub reconciled: Mutex<Option<crate::refresh::Reconciled>>,
 }
 
 /// What each registered function receives as extra info.
@@ -67,13 +104,30 @@ extern "C" fn note_exit() {
     EXITING.store(true, Ordering::SeqCst);
 }
 
+fn lock(slot: &Slot) -> MutexGuard<'_, Option<Held>> {
+    slot.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn held(conn: Connection) -> Mutex<Option<Held>> {
+    Mutex::new(Some(Held { conn, search_path: None }))
+}
+
 impl Session {
-    /// Wraps a connection cloned during the entrypoint and starts its watchdog.
-    pub fn start(conn: Connection) -> SharedSession {
+    /// Clones the pool from the entrypoint's connection (only possible during LOAD) and starts
+    /// the watchdog.
+    pub fn start(con: &Connection) -> duckdb::Result<SharedSession> {
+        let writer = held(con.try_clone()?);
+        let readers = (0..READERS).map(|_| con.try_clone().map(held)).collect::<duckdb::Result<Vec<_>>>()?;
         let session = Arc::new(Session {
-            conn: Mutex::new(Some(Held { conn, search_path: None })),
+            writer,
+            ours: readers.len() + 1,
+            readers,
+            next_reader: AtomicUsize::new(0),
             last_used: Mutex::new(Instant::now()),
             alone_since: Mutex::new(None),
+            released: AtomicBool::new(false),
+            follower: Mutex::new(None),
+            reconciled: Mutex::new(None),
         });
         EXIT_HOOK.call_once(|| {
             // SAFETY: registering a plain `extern "C" fn()` with the C runtime.
@@ -95,30 +149,49 @@ impl Session {
         });
         if spawned.is_err() {
             // Without a watchdog we could never release the instance; refuse to hold it at all.
-            session.lock().take();
+            session.release_all(Vec::new());
         }
-        session
+        Ok(session)
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<Held>> {
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    fn slots(&self) -> impl Iterator<Item = &Slot> {
+        std::iter::once(&self.writer).chain(&self.readers)
     }
 
-    /// Drops our connection when it is the instance's last one. Returns true once released.
+    /// Drops every connection; `guards` are slots already locked by the caller.
+    fn release_all(&self, guards: Vec<MutexGuard<'_, Option<Held>>>) {
+        self.released.store(true, Ordering::SeqCst);
+        for mut g in guards {
+            drop(g.take());
+        }
+        for slot in self.slots() {
+            drop(lock(slot).take());
+        }
+    }
+
+    /// Drops our connections when they are the instance's last ones. Returns true once released.
     fn release_if_alone(&self) -> bool {
-        if EXITING.load(Ordering::SeqCst) {
+        if EXITING.load(Ordering::SeqCst) || self.released.load(Ordering::SeqCst) {
             return true;
         }
-        // A busy connection is serving a query for some user connection: not alone.
-        let Ok(mut guard) = self.conn.try_lock() else { return false };
-        let Some(held) = guard.as_ref() else { return true };
+        // A busy connection is serving a query for some user connection: not alone. Holding
+        // every slot also keeps any call from starting while we decide.
+        let mut guards = Vec::with_capacity(self.ours);
+        for slot in self.slots() {
+            match slot.try_lock() {
+                Ok(g) => guards.push(g),
+                Err(TryLockError::Poisoned(p)) => guards.push(p.into_inner()),
+                Err(TryLockError::WouldBlock) => return false,
+            }
+        }
+        let Some(held) = guards.iter().find_map(|g| g.as_ref()) else { return true };
         let count: std::result::Result<u64, _> = held
             .conn
             .prepare_cached("SELECT count FROM duckdb_connection_count()")
             .and_then(|mut s| s.query_row([], |r| r.get(0)));
         let mut alone_since = self.alone_since.lock().unwrap_or_else(|p| p.into_inner());
         match count {
-            Ok(n) if n > 1 => {
+            Ok(n) if n > self.ours as u64 => {
                 *alone_since = None;
                 false
             }
@@ -130,10 +203,11 @@ impl Session {
                 *alone_since = Some(Instant::now());
                 false
             }
-            // Alone twice, or the instance is shutting down: let go. Dropped under the lock, so
+            // Alone twice, or the instance is shutting down: let go. Dropped under the locks, so
             // a concurrent call sees either a live connection or `Error::Closed`.
             _ => {
-                drop(guard.take());
+                drop(alone_since);
+                self.release_all(guards);
                 true
             }
         }
@@ -143,10 +217,50 @@ impl Session {
         self.last_used.lock().map(|u| *u < t).unwrap_or(true)
     }
 
-    /// Runs `f` with exclusive use of the extension's connection, resolving names through the
-    /// caller's `search_path` (so `USE other` or `SET search_path` mean the same to us).
-    pub fn with<R>(&self, search_path: &str, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
-        let mut guard = self.lock();
+    /// A free reader connection, or (all busy) the next one in turn once it frees up.
+    fn reader(&self) -> MutexGuard<'_, Option<Held>> {
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        let n = self.readers.len();
+        for i in 0..n {
+            match self.readers[(start + i) % n].try_lock() {
+                Ok(g) => return g,
+                Err(TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(TryLockError::WouldBlock) => {}
+            }
+        }
+        lock(&self.readers[start % n])
+    }
+
+    /// The writer connection, waiting up to `WRITER_WAIT` for a running writer to finish.
+    fn writer(&self, what: &str) -> Result<MutexGuard<'_, Option<Held>>> {
+        let deadline = Instant::now() + WRITER_WAIT;
+        let mut pause = Duration::from_micros(200);
+        loop {
+            match self.writer.try_lock() {
+                Ok(g) => return Ok(g),
+                Err(TryLockError::Poisoned(p)) => return Ok(p.into_inner()),
+                Err(TryLockError::WouldBlock) if Instant::now() >= deadline => {
+                    return Err(Error::Busy { function: what.to_string(), waited: WRITER_WAIT })
+                }
+                Err(TryLockError::WouldBlock) => {
+                    thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(20));
+                }
+            }
+        }
+    }
+
+    /// Runs `f` on a connection for `role`, resolving names through the caller's `search_path`
+    /// (so `USE other` or `SET search_path` mean the same to us). `what` names the function.
+    pub fn with<R>(&self, role: Role, what: &str, search_path: &str, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
+        let guard = match role {
+            Role::Reader => self.reader(),
+            Role::Writer => self.writer(what)?,
+        };
+        self.run(guard, search_path, f)
+    }
+
+    fn run<R>(&self, mut guard: MutexGuard<'_, Option<Held>>, search_path: &str, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
         let held = guard.as_mut().ok_or(Error::Closed)?;
         if let Ok(mut t) = self.last_used.lock() {
             *t = Instant::now();
@@ -161,5 +275,19 @@ impl Session {
             held.search_path = Some(search_path.to_string());
         }
         f(&held.conn)
+    }
+
+    /// Runs `f` on the writer connection only if no writer is running now (None otherwise).
+    pub fn try_writer<R>(&self, search_path: &str, f: impl FnOnce(&Connection) -> Result<R>) -> Option<Result<R>> {
+        let guard = match self.writer.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        Some(self.run(guard, search_path, f))
+    }
+
+    pub fn is_released(&self) -> bool {
+        self.released.load(Ordering::SeqCst)
     }
 }

@@ -13,10 +13,12 @@ mod scalar;
 mod serving_build;
 mod serving_dashboard;
 mod serving_explain;
+mod serving_follow;
 mod serving_olap;
 mod serving_reconcile;
 mod serving_refresh;
 mod serving_status;
+mod serving_unfollow;
 mod table;
 
 use duckdb::Connection;
@@ -32,6 +34,8 @@ pub fn register_all(con: &Connection, session: &SharedSession) -> duckdb::Result
     con.register_table_function_with_extra_info::<Table<serving_refresh::ServingRefresh>, _>("serving_refresh", session)?;
     con.register_table_function_with_extra_info::<Table<serving_reconcile::ServingReconcile>, _>("serving_reconcile", session)?;
     con.register_table_function_with_extra_info::<Table<serving_status::ServingStatus>, _>("serving_status", session)?;
+    con.register_table_function_with_extra_info::<Table<serving_follow::ServingFollow>, _>("serving_follow", session)?;
+    con.register_table_function_with_extra_info::<Table<serving_unfollow::ServingUnfollow>, _>("serving_unfollow", session)?;
     con.register_table_function::<paimon_scan::PaimonScan>("paimon_scan")?;
     con.register_table_function::<handoff::Handoff>(crate::handoff::FUNCTION)?;
     con.register_table_function::<paimon_changelog::PaimonChangelog>("paimon_changelog")?;

@@ -12,6 +12,8 @@ use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
 use super::lake_batches::{self, Batches};
 use super::paimon_scan::{path_param, snapshot_param};
+use super::rows::sandbox;
+use crate::sandbox::Sandbox;
 use crate::error::Error;
 use crate::lake::LakeTable;
 
@@ -21,6 +23,7 @@ pub struct PaimonChangelog;
 
 pub struct Bind {
     path: String,
+    sandbox: Sandbox,
     from: Option<i64>,
     schema: Arc<Schema>,
 }
@@ -40,16 +43,17 @@ impl VTab for PaimonChangelog {
 
     fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
         let path = path_param(bind, NAME)?;
-        let table = LakeTable::open(NAME, &path)?;
+        let sandbox = sandbox(bind);
+        let table = LakeTable::open(NAME, &path, &sandbox)?;
         let schema = output_schema(&*table.schema(NAME)?);
         lake_batches::declare(bind, NAME, &schema)?;
-        Ok(Bind { path, from: snapshot_param(bind, "from_snapshot"), schema })
+        Ok(Bind { path, sandbox, from: snapshot_param(bind, "from_snapshot"), schema })
     }
 
     fn init(init: &InitInfo) -> Result<Batches, Box<dyn std::error::Error>> {
         // SAFETY: bind stored a boxed `Bind` before init runs; DuckDB frees it after execution.
         let bind = unsafe { &*init.get_bind_data::<Bind>() };
-        let table = LakeTable::open(NAME, &bind.path)?;
+        let table = LakeTable::open(NAME, &bind.path, &bind.sandbox)?;
         let snapshots = table.snapshots(NAME)?;
         let (Some(first), Some(last)) = (snapshots.first().map(|s| s.id), snapshots.last().map(|s| s.id)) else {
             return Ok(Batches::new(Vec::new()));

@@ -5,6 +5,8 @@ use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
 use super::lake_batches::{self, Batches};
+use super::rows::sandbox;
+use crate::sandbox::Sandbox;
 use crate::error::Error;
 use crate::lake::LakeTable;
 
@@ -14,6 +16,7 @@ pub struct PaimonScan;
 
 pub struct Bind {
     path: String,
+    sandbox: Sandbox,
     snapshot: Option<i64>,
 }
 
@@ -36,15 +39,16 @@ impl VTab for PaimonScan {
     // Bind reads only the table's schema file (no side effects), to tell DuckDB the columns.
     fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
         let path = path_param(bind, NAME)?;
-        let table = LakeTable::open(NAME, &path)?;
+        let sandbox = sandbox(bind);
+        let table = LakeTable::open(NAME, &path, &sandbox)?;
         lake_batches::declare(bind, NAME, &*table.schema(NAME)?)?;
-        Ok(Bind { path, snapshot: snapshot_param(bind, "snapshot") })
+        Ok(Bind { path, sandbox, snapshot: snapshot_param(bind, "snapshot") })
     }
 
     fn init(init: &InitInfo) -> Result<Batches, Box<dyn std::error::Error>> {
         // SAFETY: bind stored a boxed `Bind` before init runs; DuckDB frees it after execution.
         let bind = unsafe { &*init.get_bind_data::<Bind>() };
-        let (_, batches) = LakeTable::open(NAME, &bind.path)?.read(NAME, bind.snapshot)?;
+        let (_, batches) = LakeTable::open(NAME, &bind.path, &bind.sandbox)?.read(NAME, bind.snapshot)?;
         Ok(Batches::new(batches))
     }
 

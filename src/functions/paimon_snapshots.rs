@@ -2,10 +2,10 @@
 //! commit kind and Paimon's record counts (file-level totals, not merged rows).
 
 use duckdb::core::LogicalTypeId;
-use duckdb::Connection;
 
-use super::rows::Cell;
+use super::rows::{Cell, Ctx};
 use super::table::RowsFunction;
+use crate::session::Role;
 use crate::error::Result;
 use crate::lake::LakeTable;
 
@@ -22,9 +22,10 @@ impl RowsFunction for PaimonSnapshots {
         ("delta_records", LogicalTypeId::Bigint),
         ("changelog_records", LogicalTypeId::Bigint),
     ];
+    const ROLE: Role = Role::Reader;
 
-    fn rows(_: &Connection, path: &str) -> Result<Vec<Vec<Cell>>> {
-        let table = LakeTable::open(Self::NAME, path)?;
+    fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
+        let table = LakeTable::open(Self::NAME, &ctx.call.arg, &ctx.call.sandbox)?;
         Ok(table
             .snapshots(Self::NAME)?
             .into_iter()

@@ -9,7 +9,8 @@ use duckdb::vtab::{BindInfo, InitInfo};
 use duckdb::Connection;
 
 use crate::error::{Error, Result};
-use crate::session::SharedSession;
+use crate::sandbox::Sandbox;
+use crate::session::{Role, SharedSession};
 
 /// DuckDB's standard vector size: a chunk never holds more rows than this.
 const CHUNK: usize = 2048;
@@ -71,6 +72,9 @@ pub fn declare(bind: &BindInfo, columns: &[(&str, LogicalTypeId)]) {
 pub struct Call {
     pub arg: String,
     pub search_path: String,
+    pub sandbox: Sandbox,
+    /// Named parameters in the order the function declares them (DuckDB's text form).
+    pub named: Vec<Option<String>>,
 }
 
 /// Reads the single VARCHAR parameter `name` of `function` (refusing NULL) and the caller's
@@ -87,16 +91,40 @@ pub fn bind_call(bind: &BindInfo, function: &'static str, name: Option<&'static 
         None => String::new(),
     };
     let search_path = bind.get_config_option("search_path").map(|v| v.to_string()).unwrap_or_default();
-    Ok(Call { arg, search_path })
+    Ok(Call { arg, search_path, sandbox: sandbox(bind), named: Vec::new() })
 }
 
-/// Runs `f` on the extension's connection with what bind captured.
-pub fn run<R>(init: &InitInfo, f: impl FnOnce(&Connection, &str) -> Result<R>) -> Result<R> {
+/// DuckDB's file sandbox as it stands for the caller's statement (these options are global,
+/// so a `SET` after LOAD counts). An option that cannot be read counts as locked down.
+pub fn sandbox(bind: &BindInfo) -> Sandbox {
+    let texts = |name: &str| -> Vec<String> {
+        bind.get_config_option(name)
+            .and_then(|v| v.to_list())
+            .map(|items| items.iter().map(|v| v.to_string()).collect())
+            .unwrap_or_default()
+    };
+    Sandbox {
+        external_access: bind.get_config_option("enable_external_access").is_some_and(|v| !v.is_null() && v.to_bool()),
+        allowed_directories: texts("allowed_directories"),
+        allowed_paths: texts("allowed_paths"),
+    }
+}
+
+/// What a table function's body gets: a connection for its role, what bind captured, and the
+/// database's session (for work that outlives the call, such as a follower).
+pub struct Ctx<'a> {
+    pub conn: &'a Connection,
+    pub call: &'a Call,
+    pub session: &'a SharedSession,
+}
+
+/// Runs `f` on one of the extension's connections (the writer or a reader, by `role`).
+pub fn run<R>(init: &InitInfo, role: Role, name: &str, f: impl FnOnce(&Ctx) -> Result<R>) -> Result<R> {
     let call = bind_data::<Call>(init);
     // SAFETY: every table function is registered with a `SharedSession` as extra info
     // (functions::register_all), which DuckDB keeps alive as long as the function exists.
     let session: SharedSession = unsafe { (*init.get_extra_info::<SharedSession>()).clone() };
-    session.with(&call.search_path, |conn| f(conn, &call.arg))
+    session.with(role, name, &call.search_path, |conn| f(&Ctx { conn, call, session: &session }))
 }
 
 /// The bind data of a function whose `BindData` is `T`.

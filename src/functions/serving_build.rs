@@ -2,10 +2,10 @@
 //! returns one summary row.
 
 use duckdb::core::LogicalTypeId;
-use duckdb::Connection;
 
-use super::rows::Cell;
+use super::rows::{Cell, Ctx};
 use super::table::RowsFunction;
+use crate::session::Role;
 use crate::error::Result;
 use crate::serving;
 
@@ -24,9 +24,10 @@ impl RowsFunction for ServingBuild {
         ("lake_snapshot", LogicalTypeId::Bigint),
         ("elapsed_ms", LogicalTypeId::Double),
     ];
+    const ROLE: Role = Role::Writer;
 
-    fn rows(conn: &Connection, source: &str) -> Result<Vec<Vec<Cell>>> {
-        let s = serving::build(conn, source)?;
+    fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
+        let s = serving::build(ctx.conn, &ctx.call.arg, &ctx.call.sandbox)?;
         Ok(vec![vec![
             s.fct_rows.into(),
             s.mart_rows.into(),

@@ -2,10 +2,10 @@
 //! A table function is an opaque node in an outer EXPLAIN, so this is how its plan is shown.
 
 use duckdb::core::LogicalTypeId;
-use duckdb::Connection;
 
-use super::rows::Cell;
+use super::rows::{Cell, Ctx};
 use super::table::RowsFunction;
+use crate::session::Role;
 use crate::error::Result;
 use crate::serving;
 
@@ -16,9 +16,10 @@ impl RowsFunction for ServingExplain {
     const PARAM: Option<&'static str> = Some("company");
     const COLUMNS: &'static [(&'static str, LogicalTypeId)] =
         &[("explain_key", LogicalTypeId::Varchar), ("explain_value", LogicalTypeId::Varchar)];
+    const ROLE: Role = Role::Reader;
 
-    fn rows(conn: &Connection, company: &str) -> Result<Vec<Vec<Cell>>> {
-        let plan = serving::explain(conn, company)?;
+    fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
+        let plan = serving::explain(ctx.conn, &ctx.call.arg)?;
         Ok(plan.into_iter().map(|(k, v)| vec![Cell::Text(k), Cell::Text(v)]).collect())
     }
 }

@@ -2,12 +2,13 @@
 //! aggregate of fct_orders differ, two-way EXCEPT ALL. Empty means the mart is exact.
 
 use duckdb::core::LogicalTypeId;
-use duckdb::Connection;
 
-use super::rows::Cell;
+use super::rows::{Cell, Ctx};
 use super::table::RowsFunction;
+use crate::session::Role;
 use crate::error::Result;
-use crate::refresh;
+use crate::refresh::{self, Reconciled};
+use crate::serving::now_micros;
 
 pub struct ServingReconcile;
 
@@ -21,9 +22,18 @@ impl RowsFunction for ServingReconcile {
         ("revenue", LogicalTypeId::Hugeint),
         ("orders", LogicalTypeId::Bigint),
     ];
+    const ROLE: Role = Role::Reader;
 
-    fn rows(conn: &Connection, _: &str) -> Result<Vec<Vec<Cell>>> {
-        Ok(refresh::reconcile(conn)?
+    fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
+        let (diffs, generation) = refresh::reconcile(ctx.conn)?;
+        let outcome = Reconciled { at: now_micros(), clean: diffs.is_empty(), generation };
+        *ctx.session.reconciled.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
+        // Stored in serving_meta when no writer is running; otherwise status shows it from
+        // memory (a reader never waits for a build).
+        if let Some(stored) = ctx.session.try_writer(&ctx.call.search_path, |c| refresh::record_reconcile(c, outcome)) {
+            stored?;
+        }
+        Ok(diffs
             .into_iter()
             .map(|d| {
                 vec![d.side.into(), d.company.into(), d.order_day.map_or(Cell::Null, Cell::Date), d.revenue.into(), d.orders.into()]

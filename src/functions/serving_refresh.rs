@@ -2,10 +2,10 @@
 //! optional boolean `deleted`) to fct_orders and moves mart_daily by the delta, atomically.
 
 use duckdb::core::LogicalTypeId;
-use duckdb::Connection;
 
-use super::rows::Cell;
+use super::rows::{Cell, Ctx};
 use super::table::RowsFunction;
+use crate::session::Role;
 use crate::error::Result;
 use crate::refresh;
 
@@ -26,9 +26,10 @@ impl RowsFunction for ServingRefresh {
         ("lake_snapshot", LogicalTypeId::Bigint),
         ("elapsed_ms", LogicalTypeId::Double),
     ];
+    const ROLE: Role = Role::Writer;
 
-    fn rows(conn: &Connection, changes: &str) -> Result<Vec<Vec<Cell>>> {
-        let s = refresh::refresh(conn, changes)?;
+    fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
+        let s = refresh::refresh(ctx.conn, &ctx.call.arg, &ctx.call.sandbox)?;
         Ok(vec![vec![
             s.inserted.into(),
             s.updated.into(),

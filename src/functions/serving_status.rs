@@ -1,13 +1,15 @@
 //! `serving_status()`: one row saying when and from what the serving layer was built and
-//! refreshed, which lake snapshot it reflects, its sizes, and the last reconcile outcome.
+//! refreshed, which lake snapshot it reflects, its sizes, the last reconcile outcome, and, for a
+//! Paimon source, how far behind the lake it is and what its follower is doing.
 
 use duckdb::core::LogicalTypeId;
-use duckdb::Connection;
 
-use super::rows::Cell;
+use super::rows::{Cell, Ctx};
 use super::table::RowsFunction;
 use crate::error::Result;
+use crate::follow;
 use crate::refresh;
+use crate::session::Role;
 
 pub struct ServingStatus;
 
@@ -26,10 +28,30 @@ impl RowsFunction for ServingStatus {
         ("last_reconcile_at", LogicalTypeId::Timestamp),
         ("last_reconcile_clean", LogicalTypeId::Boolean),
         ("age_seconds", LogicalTypeId::Double),
+        ("following", LogicalTypeId::Varchar),
+        ("follow_every_ms", LogicalTypeId::Bigint),
+        ("lake_latest_snapshot", LogicalTypeId::Bigint),
+        ("lag_snapshots", LogicalTypeId::Bigint),
+        ("lag_ms", LogicalTypeId::Bigint),
+        ("last_error", LogicalTypeId::Varchar),
+        ("last_error_at", LogicalTypeId::Timestamp),
     ];
+    const ROLE: Role = Role::Reader;
 
-    fn rows(conn: &Connection, _: &str) -> Result<Vec<Vec<Cell>>> {
-        let s = refresh::status(conn)?;
+    fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
+        let mut s = refresh::status(ctx.conn)?;
+        // A reconcile that ran while a writer was busy is only in memory.
+        if let Some(r) = *ctx.session.reconciled.lock().unwrap_or_else(|p| p.into_inner()) {
+            if r.generation == s.generation && s.last_reconcile_at.is_none_or(|at| at < r.at) {
+                s.last_reconcile_at = Some(r.at);
+                s.last_reconcile_clean = Some(r.clean);
+            }
+        }
+        let (following, every, progress) = match &*ctx.session.follower.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(f) => (Some(f.source.clone()), Some(f.every.as_millis() as i64), f.progress()),
+            None => (None, None, follow::Progress::default()),
+        };
+        let lag = s.source.as_deref().map(|src| follow::lag(src, s.lake_snapshot, &ctx.call.sandbox)).unwrap_or_default();
         let ts = |v: Option<i64>| v.map_or(Cell::Null, Cell::Timestamp);
         Ok(vec![vec![
             ts(s.built_at),
@@ -43,6 +65,13 @@ impl RowsFunction for ServingStatus {
             ts(s.last_reconcile_at),
             s.last_reconcile_clean.into(),
             s.age_seconds.into(),
+            following.into(),
+            every.into(),
+            lag.latest.into(),
+            lag.snapshots.into(),
+            lag.millis.into(),
+            progress.last_error.into(),
+            ts(progress.last_error_at),
         ]])
     }
 }

@@ -9,9 +9,10 @@ use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 use duckdb::Connection;
 
-use super::rows::{self, Call, Cell, DayRevenueRows, Rows};
+use super::rows::{self, Call, Cell, Ctx, DayRevenueRows, Rows};
 use crate::error::Result;
 use crate::serving::DayRevenue;
+use crate::session::Role;
 
 /// A table function returning materialized rows.
 pub trait RowsFunction {
@@ -19,7 +20,11 @@ pub trait RowsFunction {
     /// Name of the single VARCHAR parameter, if the function takes one.
     const PARAM: Option<&'static str>;
     const COLUMNS: &'static [(&'static str, LogicalTypeId)];
-    fn rows(conn: &Connection, arg: &str) -> Result<Vec<Vec<Cell>>>;
+    /// Readers run beside builds and refreshes; writers take turns.
+    const ROLE: Role;
+    /// Named parameters; bind keeps each as DuckDB's text form of the value (or None).
+    const NAMED: &'static [(&'static str, LogicalTypeId)] = &[];
+    fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>>;
 }
 
 /// A per-company (order_day, revenue) function, emitted column-wise (the dashboard hot path).
@@ -41,11 +46,16 @@ impl<F: RowsFunction> VTab for Table<F> {
 
     fn bind(bind: &BindInfo) -> std::result::Result<Call, Box<dyn std::error::Error>> {
         rows::declare(bind, F::COLUMNS);
-        Ok(rows::bind_call(bind, F::NAME, F::PARAM)?)
+        let mut call = rows::bind_call(bind, F::NAME, F::PARAM)?;
+        call.named = F::NAMED
+            .iter()
+            .map(|(name, _)| bind.get_named_parameter(name).filter(|v| !v.is_null()).map(|v| v.to_string()))
+            .collect();
+        Ok(call)
     }
 
     fn init(init: &InitInfo) -> std::result::Result<Rows, Box<dyn std::error::Error>> {
-        Ok(Rows::new(rows::run(init, F::rows)?))
+        Ok(Rows::new(rows::run(init, F::ROLE, F::NAME, F::rows)?))
     }
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> std::result::Result<(), Box<dyn std::error::Error>> {
@@ -55,6 +65,10 @@ impl<F: RowsFunction> VTab for Table<F> {
 
     fn parameters() -> Option<Vec<LogicalTypeHandle>> {
         varchar_param(F::PARAM)
+    }
+
+    fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
+        Some(F::NAMED.iter().map(|(n, t)| (n.to_string(), LogicalTypeHandle::from(*t))).collect())
     }
 }
 
@@ -68,7 +82,7 @@ impl<F: CompanyFunction> VTab for PerCompany<F> {
     }
 
     fn init(init: &InitInfo) -> std::result::Result<DayRevenueRows, Box<dyn std::error::Error>> {
-        Ok(DayRevenueRows::new(rows::run(init, F::query)?))
+        Ok(DayRevenueRows::new(rows::run(init, Role::Reader, F::NAME, |ctx| F::query(ctx.conn, &ctx.call.arg))?))
     }
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> std::result::Result<(), Box<dyn std::error::Error>> {

@@ -1,0 +1,188 @@
+//! Following a Paimon table: a background thread per database that applies every new snapshot
+//! as one atomic lake refresh, and what `serving_status` reports about how far behind it is.
+//!
+//! The follower holds only a weak reference to its session between applies, so it never keeps
+//! a closed database open: once the session is released (or dropped), the next look ends the
+//! thread. It takes the writer connection like any build or refresh, so readers never wait for
+//! it. Its state lives in memory only: after a reopen nothing follows until
+//! `serving_follow` is called again.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use duckdb::Connection;
+
+use crate::error::{Error, Result};
+use crate::lake::{self, LakeTable};
+use crate::refresh;
+use crate::sandbox::Sandbox;
+use crate::schema::META;
+use crate::serving::now_micros;
+use crate::session::{Role, Session};
+
+/// The longest pause between retries after failed applies.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The shortest interval accepted (anything faster only burns the writer connection).
+pub const MIN_EVERY: Duration = Duration::from_millis(10);
+
+/// What the follower has done so far (read by serving_status).
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
+    /// The lake snapshot of the last successful apply.
+    pub last_applied: Option<i64>,
+    pub applies: u64,
+    pub last_error: Option<String>,
+    /// Microseconds since the epoch.
+    pub last_error_at: Option<i64>,
+}
+
+/// A running follower of one Paimon table.
+pub struct Follower {
+    /// The source string as the user gave it (`paimon:<dir>`).
+    pub source: String,
+    pub every: Duration,
+    stop: Arc<AtomicBool>,
+    progress: Arc<Mutex<Progress>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Follower {
+    pub fn progress(&self) -> Progress {
+        self.progress.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Stops the thread and waits for an apply in progress to finish (never call it from the
+    /// follower thread itself).
+    pub fn stop(mut self) -> Progress {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.progress()
+    }
+}
+
+impl Drop for Follower {
+    // Dropped with its session (the database closed): signal only; the thread may be the one
+    // dropping us, so joining here could wait for itself.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The source of the serving layer, and the snapshot it reflects.
+fn built_from(conn: &Connection) -> Result<(Option<String>, Option<i64>)> {
+    conn.query_row(&format!("SELECT source, lake_snapshot FROM {META}"), [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(|e| crate::serving::not_built("serving_follow", e))
+}
+
+/// Checks that the layer was built from the Paimon table `source` names; returns its path.
+pub fn check_source(conn: &Connection, source: &str, sandbox: &Sandbox) -> Result<String> {
+    let refuse = |why: String| Error::DuckDb { context: "serving_follow".into(), message: why };
+    let Some(path) = lake::paimon_path(source, sandbox)? else {
+        return Err(refuse(format!("'{source}' is not a Paimon table (use paimon:<table directory>)")));
+    };
+    LakeTable::open("serving_follow", &path, sandbox)?;
+    let (built, _) = built_from(conn)?;
+    let built_path = built.as_deref().and_then(|b| lake::paimon_path(b, sandbox).ok().flatten());
+    let same = built_path.as_deref().is_some_and(|b| std::path::absolute(b).ok() == std::path::absolute(&path).ok());
+    if !same {
+        return Err(refuse(format!(
+            "the serving layer was built from '{}', not from '{source}'; run serving_build('{source}') first",
+            built.unwrap_or_default()
+        )));
+    }
+    Ok(path)
+}
+
+/// Applies whatever the lake has beyond what the layer reflects; the new snapshot if any.
+fn apply_once(conn: &Connection, source: &str, path: &str) -> Result<Option<i64>> {
+    let sandbox = Sandbox::query(conn)?;
+    let (_, applied) = built_from(conn)?;
+    let latest = LakeTable::open("serving_follow", path, &sandbox)?.latest_snapshot("serving_follow")?;
+    if latest.is_none() || latest <= applied {
+        return Ok(None);
+    }
+    Ok(refresh::refresh(conn, source, &sandbox)?.lake_snapshot)
+}
+
+/// Sleeps `pause` in short slices, returning false as soon as the follower should end.
+fn wait(pause: Duration, stop: &AtomicBool, session: &Weak<Session>) -> bool {
+    let until = Instant::now() + pause;
+    loop {
+        if stop.load(Ordering::SeqCst) || session.upgrade().is_none_or(|s| s.is_released()) {
+            return false;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        thread::sleep(left.min(Duration::from_millis(20)));
+    }
+}
+
+/// Starts following `source` (already checked) every `every`.
+pub fn start(session: &Arc<Session>, source: String, path: String, every: Duration, search_path: String) -> Result<Follower> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let progress = Arc::new(Mutex::new(Progress::default()));
+    let weak = Arc::downgrade(session);
+    let (stop2, progress2, source2) = (stop.clone(), progress.clone(), source.clone());
+    let thread = thread::Builder::new()
+        .name("streamhouse-follow".into())
+        .spawn(move || {
+            let mut pause = Duration::ZERO;
+            let mut failures = 0u32;
+            while wait(pause, &stop2, &weak) {
+                let Some(session) = weak.upgrade() else { return };
+                let outcome = session.with(Role::Writer, "serving_follow", &search_path, |c| apply_once(c, &source2, &path));
+                drop(session);
+                let mut p = progress2.lock().unwrap_or_else(|p| p.into_inner());
+                match outcome {
+                    Ok(applied) => {
+                        failures = 0;
+                        if applied.is_some() {
+                            p.last_applied = applied;
+                            p.applies += 1;
+                        }
+                    }
+                    Err(Error::Closed) => return,
+                    Err(e) => {
+                        failures = failures.saturating_add(1);
+                        p.last_error = Some(e.to_string());
+                        p.last_error_at = Some(now_micros());
+                    }
+                }
+                // Retries back off exponentially (capped), so a broken upstream costs little.
+                pause = if failures == 0 { every } else { (every * 2u32.saturating_pow(failures.min(16))).min(MAX_BACKOFF.max(every)) };
+            }
+        })
+        .map_err(|e| Error::DuckDb { context: "serving_follow".into(), message: format!("cannot start the follower thread: {e}") })?;
+    Ok(Follower { source, every, stop, progress, thread: Some(thread) })
+}
+
+/// How far the served state is behind its Paimon table.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Lag {
+    pub latest: Option<i64>,
+    pub snapshots: Option<i64>,
+    /// Age of the oldest commit not yet applied; 0 when caught up.
+    pub millis: Option<i64>,
+}
+
+/// The lag of a layer built from `source` and reflecting snapshot `applied` (None: not a lake
+/// source, or the table cannot be read under the current sandbox).
+pub fn lag(source: &str, applied: Option<i64>, sandbox: &Sandbox) -> Lag {
+    let Ok(Some(path)) = lake::paimon_path(source, sandbox) else { return Lag::default() };
+    let Ok(table) = LakeTable::open("serving_status", &path, sandbox) else { return Lag::default() };
+    let Ok(latest) = table.latest_snapshot("serving_status") else { return Lag::default() };
+    let applied = applied.unwrap_or(0);
+    let behind = latest.map_or(0, |l| (l - applied).max(0));
+    let millis = if behind == 0 {
+        Some(0)
+    } else {
+        table.snapshot_time_millis("serving_status", applied + 1).ok().map(|t| (now_micros() / 1000 - t).max(0))
+    };
+    Lag { latest, snapshots: Some(behind), millis }
+}

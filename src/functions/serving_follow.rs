@@ -1,0 +1,62 @@
+//! `serving_follow(source VARCHAR, every := INTERVAL)`: applies every new snapshot of the Paimon
+//! table the layer was built from, in the background, one atomic refresh per apply. Calling it
+//! again replaces the follower. Returns what is followed and the snapshot served now.
+
+use std::time::Duration;
+
+use duckdb::core::LogicalTypeId;
+
+use super::rows::{Cell, Ctx};
+use super::table::RowsFunction;
+use crate::error::{Error, Result};
+use crate::follow;
+use crate::session::Role;
+
+pub struct ServingFollow;
+
+/// Without `every`: how often the lake is looked at.
+const DEFAULT_EVERY: Duration = Duration::from_secs(1);
+
+/// `every` in milliseconds, converted by DuckDB from the INTERVAL's text form.
+fn every(ctx: &Ctx) -> Result<Duration> {
+    let Some(text) = ctx.call.named.first().cloned().flatten() else { return Ok(DEFAULT_EVERY) };
+    let micros: i64 = ctx
+        .conn
+        .query_row("SELECT epoch_us(TIMESTAMP '1970-01-01' + CAST(? AS INTERVAL))", [&text], |r| r.get(0))
+        .map_err(|e| Error::duckdb("serving_follow: reading 'every'", &e))?;
+    let every = Duration::from_micros(u64::try_from(micros).unwrap_or(0));
+    if every < follow::MIN_EVERY {
+        return Err(Error::DuckDb {
+            context: "serving_follow".into(),
+            message: format!("every := INTERVAL '{text}' is too short: the minimum is {} ms", follow::MIN_EVERY.as_millis()),
+        });
+    }
+    Ok(every)
+}
+
+impl RowsFunction for ServingFollow {
+    const NAME: &'static str = "serving_follow";
+    const PARAM: Option<&'static str> = Some("source");
+    const COLUMNS: &'static [(&'static str, LogicalTypeId)] = &[
+        ("following", LogicalTypeId::Varchar),
+        ("follow_every_ms", LogicalTypeId::Bigint),
+        ("replaced", LogicalTypeId::Varchar),
+    ];
+    // The follower itself takes the writer; starting it only reads serving_meta.
+    const ROLE: Role = Role::Reader;
+    const NAMED: &'static [(&'static str, LogicalTypeId)] = &[("every", LogicalTypeId::Interval)];
+
+    fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
+        let every = every(ctx)?;
+        let source = ctx.call.arg.trim().to_string();
+        let path = follow::check_source(ctx.conn, &source, &ctx.call.sandbox)?;
+        let mut slot = ctx.session.follower.lock().unwrap_or_else(|p| p.into_inner());
+        let replaced = slot.take().map(|old| {
+            let name = old.source.clone();
+            old.stop();
+            name
+        });
+        *slot = Some(follow::start(ctx.session, source.clone(), path, every, ctx.call.search_path.clone())?);
+        Ok(vec![vec![source.into(), (every.as_millis() as i64).into(), replaced.into()]])
+    }
+}

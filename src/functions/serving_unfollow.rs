@@ -1,0 +1,35 @@
+//! `serving_unfollow()`: stops the follower (after an apply in progress) and returns what it
+//! followed and the lake snapshot the serving layer reflects now.
+
+use duckdb::core::LogicalTypeId;
+
+use super::rows::{Cell, Ctx};
+use super::table::RowsFunction;
+use crate::error::Result;
+use crate::refresh;
+use crate::session::Role;
+
+pub struct ServingUnfollow;
+
+impl RowsFunction for ServingUnfollow {
+    const NAME: &'static str = "serving_unfollow";
+    const PARAM: Option<&'static str> = None;
+    const COLUMNS: &'static [(&'static str, LogicalTypeId)] = &[
+        ("followed", LogicalTypeId::Varchar),
+        ("lake_snapshot", LogicalTypeId::Bigint),
+        ("applies", LogicalTypeId::Bigint),
+        ("last_error", LogicalTypeId::Varchar),
+    ];
+    const ROLE: Role = Role::Reader;
+
+    fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
+        let stopped = ctx.session.follower.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let (source, progress) = match stopped {
+            Some(f) => (Some(f.source.clone()), f.stop()),
+            None => (None, Default::default()),
+        };
+        // Read after the stop: includes an apply that was running when we were called.
+        let snapshot = refresh::status(ctx.conn).ok().and_then(|s| s.lake_snapshot);
+        Ok(vec![vec![source.into(), snapshot.into(), (progress.applies as i64).into(), progress.last_error.into()]])
+    }
+}

@@ -1,0 +1,191 @@
+"""DuckDB's file sandbox holds after LOADing streamhouse.
+
+Every function that reads files by itself (the lake functions, Paimon sources of
+serving_build / serving_refresh) is driven under each sandbox setting, set after LOAD:
+`enable_external_access = false` alone, with `allowed_directories`, with `allowed_paths`,
+and with `lock_configuration`. The oracle is DuckDB's own reader: a path streamhouse reads
+must be one `read_parquet` may read too, and a refusal names the setting. File sources
+(Parquet/CSV), which DuckDB reads for us, must get DuckDB's own refusal.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from conftest import build, connect, sql_literal, table_exists
+
+from lake_util import commit, create_table, open_warehouse
+
+SCHEMA = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
+                    ("order_day", pa.date32()), ("revenue", pa.int64())])
+ROWS = [
+    {"order_id": 1, "company": "acme", "order_day": pa.scalar(20000, pa.date32()).as_py(), "revenue": 10},
+    {"order_id": 2, "company": "acme", "order_day": pa.scalar(20001, pa.date32()).as_py(), "revenue": 20},
+]
+DENIED = "enable_external_access = false"
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory) -> dict:
+    """allowed/ (with a table `inside`) and outside/ (a table `outside`), plus escapes."""
+    root = tmp_path_factory.mktemp("sandbox")
+    tables = {}
+    for area, name in [("allowed", "inside"), ("outside", "outside")]:
+        catalog = open_warehouse(root / area)
+        t = create_table(catalog, name, SCHEMA, ["order_id"], {"bucket": "1", "merge-engine": "partial-update"})
+        commit(t, SCHEMA, ROWS)
+        tables[name] = str(root / area / "db.db" / name)
+    (root / "allowed" / "link").symlink_to(root / "outside" / "db.db" / "outside")
+    con = duckdb.connect()
+    con.execute("CREATE TABLE o AS SELECT 3::BIGINT order_id, 'acme' company, DATE '2026-01-01' order_day, "
+                "5::BIGINT revenue, false deleted")
+    for area in ["allowed", "outside"]:
+        con.execute(f"COPY o TO {sql_literal(str(root / area / 'o.parquet'))}")
+        con.execute(f"COPY o TO {sql_literal(str(root / area / 'o.csv'))} (HEADER)")
+    con.close()
+    return {
+        "root": root,
+        "allowed": str(root / "allowed"),
+        "inside": tables["inside"],
+        "outside": tables["outside"],
+        "dotdot": str(root / "allowed" / ".." / "outside" / "db.db" / "outside"),
+        "link": str(root / "allowed" / "link"),
+    }
+
+
+def lake_calls(path: str) -> list[str]:
+    p = sql_literal(path)
+    pp = sql_literal("paimon:" + path)
+    return [
+        f"SELECT count(*) FROM paimon_scan({p})",
+        f"SELECT count(*) FROM paimon_scan({p}, snapshot := 1)",
+        f"SELECT count(*) FROM paimon_snapshots({p})",
+        f"SELECT count(*) FROM paimon_changelog({p})",
+        f"SELECT fct_rows FROM serving_build({pp})",
+        f"SELECT fct_rows FROM serving_build({p})",
+        f"SELECT inserted FROM serving_refresh({pp})",
+    ]
+
+
+SETTINGS = {
+    "external_access_off": lambda lake: ["SET enable_external_access = false"],
+    "allowed_directories": lambda lake: [f"SET allowed_directories = [{sql_literal(lake['allowed'])}]",
+                                         "SET enable_external_access = false"],
+    "allowed_paths": lambda lake: [f"SET allowed_paths = [{sql_literal(lake['allowed'] + '/o.parquet')}]",
+                                   "SET enable_external_access = false"],
+    "lock_configuration": lambda lake: [f"SET allowed_directories = [{sql_literal(lake['allowed'])}]",
+                                        "SET enable_external_access = false", "SET lock_configuration = true"],
+}
+
+
+def locked_con(lake: dict, setting: str, build_first: bool = True):
+    con = connect()
+    if build_first:
+        # A layer built from the allowed table before the lock-down: refreshes need one, and a
+        # refused call must leave it as it was.
+        build(con, "paimon:" + lake["inside"])
+    for stmt in SETTINGS[setting](lake):
+        con.execute(stmt)
+    return con
+
+
+def served(con) -> list:
+    return con.execute("SELECT * FROM mart_daily ORDER BY ALL").fetchall() + \
+        con.execute("SELECT * FROM fct_orders ORDER BY ALL").fetchall()
+
+
+@pytest.mark.parametrize("setting", sorted(SETTINGS))
+@pytest.mark.parametrize("where", ["outside", "dotdot", "link"])
+def test_lake_functions_refuse_outside(lake, setting, where):
+    con = locked_con(lake, setting)
+    before = served(con)
+    for sql in lake_calls(lake[where]):
+        with pytest.raises(duckdb.Error) as e:
+            con.execute(sql).fetchall()
+        msg = str(e.value)
+        assert DENIED in msg, f"{sql}: {msg}"
+        assert "Permission Error" in msg, msg
+    # DuckDB's own reader agrees that the same files are off limits.
+    with pytest.raises(duckdb.Error, match="disabled by configuration"):
+        con.execute(f"SELECT * FROM read_parquet({sql_literal(lake[where] + '/bucket-0/*.parquet')})").fetchall()
+    assert served(con) == before, "a refused call changed the serving layer"
+    con.close()
+
+
+@pytest.mark.parametrize("setting", ["allowed_directories", "lock_configuration"])
+def test_lake_functions_read_inside_allowed_directory(lake, setting):
+    con = locked_con(lake, setting)
+    for sql in lake_calls(lake["inside"]):
+        con.execute(sql).fetchall()
+    assert con.execute(f"SELECT count(*) FROM paimon_scan({sql_literal(lake['inside'])})").fetchone() == (2,)
+    # DuckDB's reader may read the same files: the two agree.
+    assert con.execute(
+        f"SELECT count(*) FROM read_parquet({sql_literal(lake['inside'] + '/bucket-0/*.parquet')})").fetchone()[0] >= 1
+    con.close()
+
+
+@pytest.mark.parametrize("setting", ["external_access_off", "allowed_paths"])
+def test_nothing_inside_without_allowed_directory(lake, setting):
+    """allowed_paths names files; it never opens a whole table directory."""
+    con = locked_con(lake, setting)
+    for sql in lake_calls(lake["inside"]):
+        with pytest.raises(duckdb.Error, match=DENIED):
+            con.execute(sql).fetchall()
+    con.close()
+
+
+def test_file_sources_get_duckdbs_own_refusal(lake):
+    con = locked_con(lake, "allowed_paths")
+    for ext, fn in [("parquet", "serving_build"), ("csv", "serving_refresh")]:
+        with pytest.raises(duckdb.Error, match="disabled by configuration"):
+            con.execute(f"SELECT * FROM {fn}({sql_literal(str(lake['root'] / 'outside' / ('o.' + ext)))})").fetchall()
+    # The one allowed path is readable through serving_build.
+    got = con.execute(f"SELECT fct_rows FROM serving_build({sql_literal(lake['allowed'] + '/o.parquet')})").fetchone()
+    assert got == (1,)
+    con.close()
+
+
+def test_lock_configuration_keeps_the_lock(lake):
+    con = locked_con(lake, "lock_configuration")
+    with pytest.raises(duckdb.Error):
+        con.execute(f"SET allowed_directories = [{sql_literal(str(lake['root']))}]")
+    with pytest.raises(duckdb.Error, match=DENIED):
+        con.execute(f"SELECT count(*) FROM paimon_scan({sql_literal(lake['outside'])})").fetchall()
+    con.close()
+
+
+def test_setting_applies_to_other_connections_and_later_calls(lake):
+    """The setting is global: a second connection, and calls after the SET, are refused too."""
+    con = connect()
+    assert con.execute(f"SELECT count(*) FROM paimon_scan({sql_literal(lake['outside'])})").fetchone() == (2,)
+    other = con.cursor()
+    con.execute("SET enable_external_access = false")
+    with pytest.raises(duckdb.Error, match=DENIED):
+        other.execute(f"SELECT count(*) FROM paimon_scan({sql_literal(lake['outside'])})").fetchall()
+    assert not table_exists(con, "fct_orders")
+    con.close()
+
+
+def test_refusal_does_not_reveal_whether_a_path_exists(lake):
+    con = locked_con(lake, "allowed_directories", build_first=False)
+    missing = str(Path(lake["root"]) / "outside" / "no_such_table")
+    errors = []
+    for path in [lake["outside"], missing]:
+        with pytest.raises(duckdb.Error) as e:
+            con.execute(f"SELECT * FROM paimon_scan({sql_literal(path)})").fetchall()
+        errors.append(str(e.value).replace(path, "<path>"))
+    assert errors[0] == errors[1]
+    con.close()
+
+
+def test_running_as_root_is_no_excuse(lake):
+    """The refusal is the sandbox's, not the OS's: it holds even where the OS would allow."""
+    assert os.access(lake["outside"], os.R_OK)
+    con = locked_con(lake, "external_access_off", build_first=False)
+    with pytest.raises(duckdb.Error, match=DENIED):
+        con.execute(f"SELECT * FROM paimon_scan({sql_literal(lake['outside'])})").fetchall()
+    con.close()
