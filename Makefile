@@ -5,9 +5,15 @@ export CARGO_TARGET_DIR
 EXT := streamhouse.duckdb_extension
 VENV := .venv
 VENV15 := .venv-duckdb15
+# The rest of the DuckDB version matrix (test/python/test_versions.py): one venv per version,
+# each from scripts/requirements-duckdb-<version>.txt. 1.2.2-1.4.5 must refuse the artifact.
+MATRIX := 1.2.2 1.3.2 1.4.5 2.0.0
+VENV20 := .venv-duckdb-2.0.0
 PY := $(VENV)/bin/python
+# Node lifecycle tests: @duckdb/node-api at the exact version in test/node/package-lock.json.
+NODE_STAMP := test/node/node_modules/.installed
 
-.PHONY: all release debug venv test unit sqllogictest pytest demo bench clean
+.PHONY: all release debug venv node-deps test unit sqllogictest pytest demo bench clean
 all: release
 
 release:
@@ -23,6 +29,16 @@ debug:
 venv:
 	scripts/venv.sh $(VENV) scripts/requirements.txt scripts/constraints.txt
 	scripts/venv.sh $(VENV15) scripts/requirements-duckdb15.txt
+	scripts/venv.sh .venv-duckdb-1.2.2 scripts/requirements-duckdb-1.2.2.txt
+	scripts/venv.sh .venv-duckdb-1.3.2 scripts/requirements-duckdb-1.3.2.txt
+	scripts/venv.sh .venv-duckdb-1.4.5 scripts/requirements-duckdb-1.4.5.txt
+	scripts/venv.sh $(VENV20) scripts/requirements-duckdb-2.0.0.txt
+
+node-deps: $(NODE_STAMP)
+
+$(NODE_STAMP): test/node/package.json test/node/package-lock.json
+	cd test/node && npm ci --no-audit --no-fund
+	touch $@
 
 unit:
 	cargo test --release --locked
@@ -31,8 +47,9 @@ sqllogictest: release venv
 	$(PY) scripts/make_lake_fixtures.py build/test-data
 	$(PY) scripts/sqllogictest.py --extension build/release/$(EXT) test/sql
 	$(VENV15)/bin/python scripts/sqllogictest.py --extension build/release/$(EXT) test/sql
+	$(VENV20)/bin/python scripts/sqllogictest.py --extension build/release/$(EXT) test/sql
 
-pytest: release venv
+pytest: release venv node-deps
 	$(PY) -m pytest -q test/python
 
 test: unit sqllogictest pytest
@@ -46,4 +63,4 @@ bench: release venv
 
 clean:
 	cargo clean
-	rm -rf build $(VENV) $(VENV15)
+	rm -rf build $(VENV) $(VENV15) $(foreach v,$(MATRIX),.venv-duckdb-$(v)) test/node/node_modules

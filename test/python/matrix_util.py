@@ -1,0 +1,104 @@
+"""The DuckDB version matrix: which venv holds which Python duckdb wheel, and how to run one
+scenario step (test/python/matrix_child.py) in a fresh process of it.
+
+The venvs are made by `make venv` (scripts/venv.sh) from scripts/requirements*.txt.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+CHILD = Path(__file__).with_name("matrix_child.py")
+TIMEOUT = 60
+
+# version -> (venv, requirements file that pins it)
+VENVS = {
+    "1.2.2": (".venv-duckdb-1.2.2", "scripts/requirements-duckdb-1.2.2.txt"),
+    "1.3.2": (".venv-duckdb-1.3.2", "scripts/requirements-duckdb-1.3.2.txt"),
+    "1.4.5": (".venv-duckdb-1.4.5", "scripts/requirements-duckdb-1.4.5.txt"),
+    "1.5.6": (".venv-duckdb15", "scripts/requirements-duckdb15.txt"),
+    "2.0.0": (".venv-duckdb-2.0.0", "scripts/requirements-duckdb-2.0.0.txt"),
+    "2.0.1": (".venv", "scripts/requirements.txt"),
+}
+# The artifact declares C API v1.5.6 (scripts/append_metadata.py): the C API functions the
+# duckdb crate calls exist from that version on.
+SUPPORTED = ["1.5.6", "2.0.0", "2.0.1"]
+REFUSED = ["1.2.2", "1.3.2", "1.4.5"]
+
+
+def python_of(version: str) -> Path:
+    venv, req = VENVS[version]
+    py = ROOT / venv / "bin" / "python"
+    if not py.is_file():
+        pytest.fail(f"{py} missing: the DuckDB {version} venv is made by `make venv` (from {req})", pytrace=False)
+    return py
+
+
+def describe(rc: int) -> str:
+    if rc < 0:
+        try:
+            return f"rc={rc} (killed by {signal.Signals(-rc).name})"
+        except ValueError:
+            return f"rc={rc} (killed by signal {-rc})"
+    return f"rc={rc}"
+
+
+def run_unchecked(cmd: list, timeout: int = TIMEOUT, **kw) -> subprocess.CompletedProcess:
+    """Run a command; a hang fails the test with the command line to reproduce it."""
+    try:
+        return subprocess.run([str(a) for a in cmd], capture_output=True, text=True, timeout=timeout, check=False,
+                              **kw)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"hung for {timeout}s: {command_line(cmd)}\nstdout: {e.stdout!r}\nstderr: {e.stderr!r}",
+                    pytrace=False)
+
+
+def command_line(cmd: list) -> str:
+    return shlex.join(str(a) for a in cmd)
+
+
+def check_exit(p: subprocess.CompletedProcess) -> None:
+    """Exit code 0; a negative one is a signal (a crash): both with the command to reproduce it."""
+    what = "crashed" if p.returncode < 0 else "failed"
+    assert p.returncode == 0, (f"{what}, {describe(p.returncode)}: {command_line(p.args)}\n"
+                               f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+
+
+def run(cmd: list, timeout: int = TIMEOUT, **kw) -> subprocess.CompletedProcess:
+    p = run_unchecked(cmd, timeout, **kw)
+    check_exit(p)
+    return p
+
+
+def result_of(p: subprocess.CompletedProcess) -> dict:
+    results = [line[len("RESULT "):] for line in p.stdout.splitlines() if line.startswith("RESULT ")]
+    assert len(results) == 1, f"expected one RESULT line:\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    return json.loads(results[0])
+
+
+def child_cmd(version: str, step: str, *args) -> list:
+    return [python_of(version), CHILD, step, *args]
+
+
+def run_child(version: str, step: str, *args, timeout: int = TIMEOUT) -> dict:
+    res = result_of(run(child_cmd(version, step, *args), timeout=timeout))
+    assert res["version"] == version, f"venv for {version} runs duckdb {res['version']}"
+    return res
+
+
+def dash_oracle(per_company: dict) -> dict:
+    """The dashboards as matrix_child.py reports them: every company plus one that has no rows."""
+    out = {c: [[d.isoformat(), str(r)] for d, r in rows] for c, rows in per_company.items()}
+    out["nobody"] = []
+    return out
+
+
+def mart_oracle(cells: dict) -> list:
+    return sorted([c, d.isoformat(), str(r)] for (c, d), r in cells.items())

@@ -1,0 +1,66 @@
+"""One artifact against the DuckDB version matrix (Python wheels 1.2.2 ... 2.0.1).
+
+DuckDB 1.5.6, 2.0.0 and 2.0.1 load it and serve the oracle's answers. Older versions must refuse
+it at LOAD with DuckDB's own message (the footer declares C API v1.5.6; 1.2.2 also has another
+platform name): a clean, catchable error, never a crash. Each version runs in its own venv, in a
+fresh process, through test/python/matrix_child.py.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import gen_rows, oracle, oracle_summary, write_csv
+from matrix_util import REFUSED, SUPPORTED, dash_oracle, run_child
+
+CAPI_REFUSAL = ("The file was built for DuckDB C API version 'v1.5.6', but we can only load extensions "
+                "built for DuckDB C API 'v1.2.0' and lower.")
+PLATFORM_REFUSAL = ("built for the platform 'linux_amd64', but we can only load extensions built for "
+                    "platform 'linux_amd64_gcc4'")
+EXPECTED_REFUSAL = {"1.2.2": [CAPI_REFUSAL, PLATFORM_REFUSAL], "1.3.2": [CAPI_REFUSAL], "1.4.5": [CAPI_REFUSAL]}
+
+DDL = ("CREATE TABLE `lake`.`accounts` (id INT, bal INT, PRIMARY KEY (id) NOT ENFORCED) "
+       "WITH ('bucket' = '1', 'merge-engine' = 'deduplicate', 'changelog-producer' = 'input')")
+UPSERT = "INSERT INTO `lake`.`accounts` (id, bal) VALUES (7, -3)"
+
+
+def squash(sql: str) -> str:
+    """Whitespace-insensitive form of a statement: layout is not part of the contract."""
+    sql = re.sub(r"\s+", " ", sql.strip())
+    return re.sub(r"\( ", "(", re.sub(r" \)", ")", sql))
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    rows, _companies = gen_rows(81, 3_000, 11, 40)
+    csv_path = write_csv(tmp_path_factory.mktemp("versions") / "orders.csv", rows)
+    per_company, _cells = oracle(rows)
+    return rows, str(csv_path), per_company
+
+
+@pytest.mark.parametrize("version", REFUSED)
+def test_old_duckdb_refuses_load_cleanly(ext_path, version):
+    res = run_child(version, "refused", ext_path, ":memory:")
+    for attempt, error in enumerate(res["errors"]):
+        assert error is not None, f"DuckDB {version} loaded the artifact (attempt {attempt + 1})"
+        assert error["type"] == "InvalidInputException", error
+        assert error["message"].startswith("Invalid Input Error: Failed to load '" + ext_path + "'"), error
+        for text in EXPECTED_REFUSAL[version]:
+            assert text in error["message"], f"DuckDB {version}: {error['message']!r}"
+    # The refusal left the connection usable and registered nothing.
+    assert res["after"] == 42
+    assert res["functions"] == []
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_supported_duckdb_loads_and_serves(ext_path, dataset, version):
+    rows, csv_path, per_company = dataset
+    res = run_child(version, "use", ext_path, ":memory:", csv_path, "close")
+    want = oracle_summary(rows)
+    assert res["summary"] == [want["fct_rows"], want["mart_rows"], want["companies"], want["days"],
+                              str(want["total_revenue"])]
+    assert res["dash"] == dash_oracle(per_company)
+    assert squash(res["ddl"]) == DDL, res["ddl"]
+    assert res["upsert"] == UPSERT
+    assert res["reconcile"] == 0
