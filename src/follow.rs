@@ -20,7 +20,7 @@ use crate::refresh;
 use crate::sandbox::Sandbox;
 use crate::schema::META;
 use crate::serving::now_micros;
-use crate::session::{Role, Session};
+use crate::session::Session;
 
 /// The longest pause between retries after failed applies.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -136,7 +136,12 @@ pub fn start(session: &Arc<Session>, source: String, path: String, every: Durati
             let mut failures = 0u32;
             while wait(pause, &stop2, &weak) {
                 let Some(session) = weak.upgrade() else { return };
-                let outcome = session.with(Role::Writer, "serving_follow", &search_path, |c| apply_once(c, &source2, &path));
+                // Never queued behind a build or refresh: if the writer is busy, look again at
+                // the next tick (so unfollow and the database's close never wait on a queue).
+                let Some(outcome) = session.try_writer(&search_path, |c| apply_once(c, &source2, &path)) else {
+                    pause = every;
+                    continue;
+                };
                 drop(session);
                 let mut p = progress2.lock().unwrap_or_else(|p| p.into_inner());
                 match outcome {

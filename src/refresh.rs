@@ -231,18 +231,37 @@ fn read_mart(conn: &Connection, place: &Place) -> Result<Mart> {
 /// refresh whose serving_meta names one of them skips reading mart_daily and its counts. The
 /// token is random per build/refresh, so a mart changed by anyone else (another process, a
 /// rebuild, a rolled-back refresh) never matches.
-static MARTS: Mutex<Vec<(i64, Arc<Mart>)>> = Mutex::new(Vec::new());
+/// Each entry also carries how many dead row versions fct_orders holds since its last rewrite
+/// (see `COMPACT_AT`); unknown (0) after a cache miss, which only postpones a compaction.
+static MARTS: Mutex<Vec<(i64, Warm)>> = Mutex::new(Vec::new());
+
+#[derive(Clone)]
+struct Warm {
+    mart: Arc<Mart>,
+    dead_rows: i64,
+}
+
+/// fct_orders is rewritten (dropping the row versions refreshes deleted) once the dead versions
+/// exceed this share of its live rows: each refresh deletes old versions and appends new ones,
+/// and an in-memory database never vacuums, so without it every refresh would scan a little
+/// more than the last. Amortized: at 1/8, a 1k-change refresh on 2M orders compacts once per
+/// ~250 refreshes. Readers are not blocked (they keep reading the committed table).
+const COMPACT_SHARE: i64 = 8;
+/// Below this many dead versions a rewrite is never worth it.
+const COMPACT_MIN: i64 = 50_000;
+/// Where a compaction writes the live rows before they replace fct_orders.
+const COMPACTED_FACT: &str = "__streamhouse_fct_orders_compacted";
 const CACHED_MARTS: usize = 4;
 /// Bigger marts are read from their tables each time rather than kept in memory.
 const CACHED_GROUPS: usize = 1 << 20;
 
-fn cached_mart(generation: i64) -> Option<Arc<Mart>> {
+fn cached_mart(generation: i64) -> Option<Warm> {
     let marts = MARTS.lock().unwrap_or_else(|p| p.into_inner());
     marts.iter().find(|(g, _)| *g == generation).map(|(_, m)| m.clone())
 }
 
-fn remember_mart(generation: i64, mart: Arc<Mart>) {
-    if mart.len() > CACHED_GROUPS {
+fn remember_mart(generation: i64, mart: Warm) {
+    if mart.mart.len() > CACHED_GROUPS {
         return;
     }
     let mut marts = MARTS.lock().unwrap_or_else(|p| p.into_inner());
@@ -256,7 +275,7 @@ fn remember_mart(generation: i64, mart: Arc<Mart>) {
 struct Applied {
     summary: RefreshSummary,
     generation: i64,
-    mart: Arc<Mart>,
+    mart: Warm,
 }
 
 /// Counts the kinds of change and folds the delta (old versions out, new versions in) into
@@ -306,10 +325,13 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
     let changes = read_changes(conn, src)?;
     let keys = validate(&src.raw, &changes)?;
     let old = take_old_versions(conn, &place, keys)?;
-    let current = match generation.and_then(cached_mart) {
-        Some(mart) => mart,
+    let warm = generation.and_then(cached_mart);
+    let dead_before = warm.as_ref().map_or(0, |w| w.dead_rows);
+    let current = match warm {
+        Some(w) => w.mart,
         None => Arc::new(read_mart(conn, &place)?),
     };
+    let replaced = old.iter().map(|b| b.num_rows() as i64).sum::<i64>();
     let mut s = RefreshSummary { source: src.raw.clone(), lake_snapshot, ..Default::default() };
     insert_new_versions(conn, &place, &changes)?;
     let (next, touched) = fold_changes(&changes, &old, &current, &mut s)?;
@@ -337,8 +359,48 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
     ))
     .and_then(|mut stmt| stmt.execute(duckdb::params![now_micros(), src.raw, lake_snapshot, s.fct_rows, generation]))
     .map_err(|e| Error::duckdb("serving_refresh: writing serving_meta", &e))?;
+    let mut dead_rows = dead_before + replaced;
+    if dead_rows >= COMPACT_MIN.max(s.fct_rows / COMPACT_SHARE) {
+        // Same DDL as a build (NOT NULL kept), live rows copied, then swapped in.
+        let (fact, next) = (place.of(FACT), place.of(COMPACTED_FACT));
+        conn.execute_batch(&format!(
+            "{}; INSERT INTO {next} SELECT * FROM {fact}; DROP TABLE {fact}; ALTER TABLE {next} RENAME TO {FACT}",
+            crate::schema::fact_ddl(&next)
+        ))
+        .map_err(|e| Error::duckdb("serving_refresh: compacting fct_orders", &e))?;
+        dead_rows = 0;
+    }
     s.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
-    Ok(Applied { summary: s, generation, mart: next })
+    Ok(Applied { summary: s, generation, mart: Warm { mart: next, dead_rows } })
+}
+
+/// Leaves the writer connection warm after a build, so the first refresh costs what later ones
+/// do: the refresh path runs once on an empty change set in a transaction that is rolled back
+/// (each statement prepared and executed once; nothing changes) and the built mart is cached
+/// under the build's generation. Best effort: a failure here only means a colder refresh.
+pub fn warm(conn: &Connection) {
+    let typed = |n: &str, t: &str| (n.to_string(), t.to_string());
+    let described = [typed("order_id", "BIGINT"), typed("company", "VARCHAR"), typed("order_day", "DATE"), typed("revenue", "BIGINT")];
+    let Ok(columns) = crate::schema::match_columns("(warm-up)", &described, true) else { return };
+    let src = ResolvedSource {
+        raw: "(warm-up)".into(),
+        relation: "(SELECT NULL::BIGINT AS order_id, NULL::VARCHAR AS company, NULL::DATE AS order_day, \
+                   NULL::BIGINT AS revenue LIMIT 0) AS warm_up"
+            .into(),
+        columns,
+        lake_snapshot: None,
+    };
+    let Ok(Some(generation)) = conn.query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get::<_, Option<i64>>(0)) else {
+        return;
+    };
+    if conn.execute_batch("BEGIN TRANSACTION").is_err() {
+        return;
+    }
+    let applied = apply(conn, &src, None, Instant::now());
+    let _ = conn.execute_batch("ROLLBACK");
+    if let Ok(a) = applied {
+        remember_mart(generation, Warm { mart: a.mart.mart, dead_rows: 0 });
+    }
 }
 
 pub fn refresh(conn: &Connection, raw: &str, sandbox: &Sandbox) -> Result<RefreshSummary> {

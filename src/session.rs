@@ -85,6 +85,8 @@ pub struct Session {
     alone_since: Mutex<Option<Instant>>,
     /// Set once released: every later call gets `Error::Closed`.
     released: AtomicBool,
+    /// A writer call committed but could not checkpoint yet (see `settle`).
+    unsettled: AtomicBool,
     /// The follower of this database's Paimon source, if one runs.
     pub follower: Mutex<Option<crate::follow::Follower>>,
     /// The last reconcile's outcome, for when the writer was busy and it could not be stored.
@@ -112,6 +114,28 @@ fn held(conn: Connection) -> Mutex<Option<Held>> {
     Mutex::new(Some(Held { conn, search_path: None }))
 }
 
+/// After a writer call committed, checkpoints the file databases it may have written, so the
+/// WAL holds nothing of ours. Why: after the user closes, this instance lives on for a few
+/// milliseconds until the watchdog lets go, and shuts down with a checkpoint if the WAL holds
+/// anything. If the user meanwhile opened the same file as a *new* instance (the CLI's `.open`,
+/// Node's `DuckDBInstance.create`), that checkpoint would rewrite the file under it (seen: failed
+/// opens and lost tables). DuckDB offers no way to skip the shutdown checkpoint, so we leave it
+/// nothing to do. In-memory databases have no file and are skipped.
+///
+/// Returns whether it succeeded: a CHECKPOINT cannot run while another transaction is active,
+/// which is always the case inside a user's statement calling us; the watchdog then retries as
+/// soon as that statement has ended.
+fn settle(conn: &Connection) -> bool {
+    let files: Vec<String> = conn
+        .prepare_cached(
+            "SELECT database_name FROM duckdb_databases() WHERE type = 'duckdb' AND NOT internal AND NOT readonly \
+             AND coalesce(path, '') <> ''",
+        )
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .unwrap_or_default();
+    files.iter().all(|name| conn.execute_batch(&format!("CHECKPOINT {}", quote::ident(name))).is_ok())
+}
+
 impl Session {
     /// Clones the pool from the entrypoint's connection (only possible during LOAD) and starts
     /// the watchdog.
@@ -126,6 +150,7 @@ impl Session {
             last_used: Mutex::new(Instant::now()),
             alone_since: Mutex::new(None),
             released: AtomicBool::new(false),
+            unsettled: AtomicBool::new(false),
             follower: Mutex::new(None),
             reconciled: Mutex::new(None),
         });
@@ -144,7 +169,8 @@ impl Session {
                 }
                 let idle = session.last_used.lock().map(|t| t.elapsed() > BUSY_FOR).unwrap_or(true);
                 let confirming = session.alone_since.lock().map(|a| a.is_some()).unwrap_or(false);
-                interval = if idle && !confirming { WATCH_IDLE } else { WATCH_BUSY };
+                let unsettled = session.unsettled.load(Ordering::SeqCst);
+                interval = if idle && !confirming && !unsettled { WATCH_IDLE } else { WATCH_BUSY };
             }
         });
         if spawned.is_err() {
@@ -185,6 +211,9 @@ impl Session {
             }
         }
         let Some(held) = guards.iter().find_map(|g| g.as_ref()) else { return true };
+        if self.unsettled.load(Ordering::SeqCst) && settle(&held.conn) {
+            self.unsettled.store(false, Ordering::SeqCst);
+        }
         let count: std::result::Result<u64, _> = held
             .conn
             .prepare_cached("SELECT count FROM duckdb_connection_count()")
@@ -205,6 +234,7 @@ impl Session {
             }
             // Alone twice, or the instance is shutting down: let go. Dropped under the locks, so
             // a concurrent call sees either a live connection or `Error::Closed`.
+            //
             _ => {
                 drop(alone_since);
                 self.release_all(guards);
@@ -253,11 +283,20 @@ impl Session {
     /// Runs `f` on a connection for `role`, resolving names through the caller's `search_path`
     /// (so `USE other` or `SET search_path` mean the same to us). `what` names the function.
     pub fn with<R>(&self, role: Role, what: &str, search_path: &str, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
-        let guard = match role {
-            Role::Reader => self.reader(),
-            Role::Writer => self.writer(what)?,
-        };
-        self.run(guard, search_path, f)
+        match role {
+            Role::Reader => self.run(self.reader(), search_path, f),
+            Role::Writer => self.write(self.writer(what)?, search_path, f),
+        }
+    }
+
+    fn write<R>(&self, guard: MutexGuard<'_, Option<Held>>, search_path: &str, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
+        self.run(guard, search_path, |conn| {
+            let out = f(conn)?;
+            if !settle(conn) {
+                self.unsettled.store(true, Ordering::SeqCst);
+            }
+            Ok(out)
+        })
     }
 
     fn run<R>(&self, mut guard: MutexGuard<'_, Option<Held>>, search_path: &str, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
@@ -284,7 +323,7 @@ impl Session {
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => return None,
         };
-        Some(self.run(guard, search_path, f))
+        Some(self.write(guard, search_path, f))
     }
 
     pub fn is_released(&self) -> bool {

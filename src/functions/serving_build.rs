@@ -7,7 +7,7 @@ use super::rows::{Cell, Ctx};
 use super::table::RowsFunction;
 use crate::session::Role;
 use crate::error::Result;
-use crate::serving;
+use crate::{refresh, serving};
 
 pub struct ServingBuild;
 
@@ -28,6 +28,7 @@ impl RowsFunction for ServingBuild {
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
         let s = serving::build(ctx.conn, &ctx.call.arg, &ctx.call.sandbox)?;
+        refresh::warm(ctx.conn);
         Ok(vec![vec![
             s.fct_rows.into(),
             s.mart_rows.into(),

@@ -50,13 +50,15 @@ impl RowsFunction for ServingFollow {
         let every = every(ctx)?;
         let source = ctx.call.arg.trim().to_string();
         let path = follow::check_source(ctx.conn, &source, &ctx.call.sandbox)?;
-        let mut slot = ctx.session.follower.lock().unwrap_or_else(|p| p.into_inner());
-        let replaced = slot.take().map(|old| {
+        let next = follow::start(ctx.session, source.clone(), path, every, ctx.call.search_path.clone())?;
+        // Swapped under the lock, stopped outside it: stopping waits for an apply in progress,
+        // and serving_status must not wait for that.
+        let old = ctx.session.follower.lock().unwrap_or_else(|p| p.into_inner()).replace(next);
+        let replaced = old.map(|old| {
             let name = old.source.clone();
             old.stop();
             name
         });
-        *slot = Some(follow::start(ctx.session, source.clone(), path, every, ctx.call.search_path.clone())?);
         Ok(vec![vec![source.into(), (every.as_millis() as i64).into(), replaced.into()]])
     }
 }

@@ -781,6 +781,8 @@ src = "paimon:" + wh.path("orders")
 m = open_loaded(":memory:")
 m.execute("SELECT * FROM serving_build(?)", [src]).fetchall()
 m.execute("SELECT * FROM serving_follow(?, every := INTERVAL '20 ms')", [src]).fetchall()
+# A new thread names itself once it runs: give it a moment to show up.
+wait(lambda: follower_threads() == 1, 2)
 out["threads_while_following"] = follower_threads()
 m.close()
 out["memory_follower_gone"] = wait(lambda: follower_threads() == 0, 5)
