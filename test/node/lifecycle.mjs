@@ -95,7 +95,7 @@ const steps = {
   // (c) build, then CYCLES times: close, at once open the file again as a new instance (as an
   // application that reopens does; DuckDBInstance.create shares nothing), read it, LOAD, serve,
   // rebuild (so the next reopen has a WAL to replay). Finally close, let it checkpoint, reopen.
-  async close_reopen(ext, db, csv, cycles = '1') {
+  async close_reopen(ext, db, csv, cycles = '1', gapMs = '0') {
     let h = await open(db);
     await load(h.con, ext);
     await loadSrc(h.con, csv);
@@ -106,6 +106,7 @@ const steps = {
     const mismatches = [];
     for (let cycle = 1; cycle <= Number(cycles); cycle++) {
       close(h);
+      if (Number(gapMs) > 0) await sleep(Number(gapMs));
       try {
         h = await open(db);
         const state = await servingState(h.con);
