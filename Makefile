@@ -13,7 +13,7 @@ PY := $(VENV)/bin/python
 # Node lifecycle tests: @duckdb/node-api at the exact version in test/node/package-lock.json.
 NODE_STAMP := test/node/node_modules/.installed
 
-.PHONY: all release debug venv node-deps test unit sqllogictest pytest demo bench clean
+.PHONY: all release debug venv node-deps test unit sqllogictest pytest demo bench clean fuzz
 all: release
 
 release:
@@ -60,6 +60,14 @@ demo: release venv
 bench: release venv
 	$(PY) bench/bench.py build/release/$(EXT)
 	$(PY) bench/bench_lake.py build/release/$(EXT)
+	$(PY) bench/bench_live.py build/release/$(EXT)
+
+# The hostile-argument fuzz test with many more random cases than `make test` runs (FUZZ_SEED=1
+# there), from a time-based seed it prints; FUZZ_SEED=<n> make fuzz replays a run.
+fuzz: release venv
+	@seed=$${FUZZ_SEED:-$$(date +%s)}; echo "make fuzz: FUZZ_SEED=$$seed (replay: FUZZ_SEED=$$seed make fuzz)"; \
+	FUZZ_SEED=$$seed FUZZ_CASES=$${FUZZ_CASES:-10000} FUZZ_THREADS=$${FUZZ_THREADS:-0} \
+	FUZZ_TEST_TIMEOUT=$${FUZZ_TEST_TIMEOUT:-14400} $(PY) -m pytest -q -s test/python/test_fuzz.py
 
 clean:
 	cargo clean

@@ -300,6 +300,11 @@ impl Session {
     }
 
     fn run<R>(&self, mut guard: MutexGuard<'_, Option<Held>>, search_path: &str, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
+        // At process exit DuckDB's static state is going away: no DuckDB call may start (a
+        // follower thread could otherwise begin an apply then).
+        if EXITING.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
         let held = guard.as_mut().ok_or(Error::Closed)?;
         if let Ok(mut t) = self.last_used.lock() {
             *t = Instant::now();
@@ -326,7 +331,8 @@ impl Session {
         Some(self.write(guard, search_path, f))
     }
 
+    /// Released, or the process is exiting: either way nothing may use DuckDB through us.
     pub fn is_released(&self) -> bool {
-        self.released.load(Ordering::SeqCst)
+        self.released.load(Ordering::SeqCst) || EXITING.load(Ordering::SeqCst)
     }
 }
