@@ -8,69 +8,143 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
     /// A parameter that must be a constant non-NULL value was NULL.
-    NullArgument { function: &'static str, parameter: &'static str },
+    NullArgument {
+        function: &'static str,
+        parameter: &'static str,
+    },
+    /// An argument streamhouse cannot take as given.
+    BadArgument {
+        function: &'static str,
+        parameter: &'static str,
+        value: String,
+        problem: String,
+    },
     /// The source string is neither a table/view name nor a file path we can read.
     BadSource { source: String, reason: String },
     /// The named table/view/file does not exist (or is not visible to our connection).
     SourceNotFound { source: String, detail: String },
     /// A required column is absent from the source.
-    MissingColumn { source: String, column: &'static str, found: Vec<String> },
+    MissingColumn {
+        source: String,
+        column: &'static str,
+        found: Vec<String>,
+    },
     /// A column has a type we refuse to convert silently.
-    WrongType { source: String, column: &'static str, found: String, expected: &'static str },
+    WrongType {
+        source: String,
+        column: &'static str,
+        found: String,
+        expected: &'static str,
+    },
     /// A row violates the serving contract (NULL key, bad date, duplicate order, ...).
     BadRow { source: String, problem: String },
     /// The serving tables have not been built in this database yet.
     NotBuilt { function: &'static str },
     /// An identifier (e.g. a Paimon table name) is malformed.
-    BadIdentifier { function: &'static str, name: String, reason: String },
+    BadIdentifier {
+        function: &'static str,
+        name: String,
+        reason: String,
+    },
     /// A Paimon table could not be opened or read.
-    Lake { function: &'static str, path: String, problem: String },
+    Lake {
+        function: &'static str,
+        path: String,
+        problem: String,
+    },
     /// The extension's own connection is gone (the database is being closed).
     Closed,
     /// Another build/refresh/follow apply held the writer connection for longer than we wait.
-    Busy { function: String, waited: std::time::Duration },
+    Busy {
+        function: String,
+        waited: std::time::Duration,
+    },
     /// Loading the source failed inside the build transaction. `probes` are queries that find
     /// the offending row; they can only run after the rollback (the transaction is aborted).
-    LoadFailed { source: String, message: String, probes: Vec<(String, crate::schema::Probe)> },
+    LoadFailed {
+        source: String,
+        message: String,
+        probes: Vec<(String, crate::schema::Probe)>,
+    },
     /// DuckDB reported an error while running our SQL; `context` says what we were doing.
     DuckDb { context: String, message: String },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// How a value the user gave appears in a message: whole up to 200 characters, else its start
+/// and its length.
+pub fn shown(value: &str) -> String {
+    shown_up_to(value, 200)
+}
+
+/// A message from DuckDB may quote a user's value in turn: kept whole up to 1000 characters.
+fn shown_long(value: &str) -> String {
+    shown_up_to(value, 1000)
+}
+
+fn shown_up_to(value: &str, keep: usize) -> String {
+    match value.char_indices().nth(keep) {
+        None => value.to_string(),
+        Some((cut, _)) => format!("{}… ({} bytes in all)", &value[..cut], value.len()),
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A user's value is shown, but never a megabyte of it.
         match self {
             Error::NullArgument { function, parameter } => {
                 write!(f, "{function}: parameter '{parameter}' must not be NULL")
             }
-            Error::BadSource { source, reason } => {
-                write!(f, "serving: source '{source}' is not usable: {reason}")
+            Error::BadArgument { function, parameter, value, problem } => {
+                write!(f, "{function}: parameter '{parameter}' = '{}': {problem}", shown(value))
             }
-            Error::SourceNotFound { source, detail } => write!(
+            Error::BadSource { source, reason } => {
+                let source_ = shown(source);
+                write!(f, "serving: source '{source_}' is not usable: {reason}")
+            }
+            Error::SourceNotFound { source, detail } => {
+                let source_ = shown(source);
+                write!(
                 f,
-                "serving: source '{source}' does not exist or cannot be read ({detail}). Note: streamhouse \
+                "serving: source '{source_}' does not exist or cannot be read ({}). Note: streamhouse \
                  reads through its own connection, so TEMP tables and uncommitted rows of your session are \
-                 not visible to it"
-            ),
-            Error::MissingColumn { source, column, found } => write!(
+                 not visible to it",
+                shown_long(detail)
+            )
+            },
+            Error::MissingColumn { source, column, found } => {
+                let source_ = shown(source);
+                write!(
                 f,
-                "serving: source '{source}' has no column '{column}' (found: {})",
+                "serving: source '{source_}' has no column '{column}' (found: {})",
                 found.join(", ")
-            ),
-            Error::WrongType { source, column, found, expected } => write!(
+            )
+            },
+            Error::WrongType { source, column, found, expected } => {
+                let source_ = shown(source);
+                write!(
                 f,
-                "serving: column '{column}' of source '{source}' has type {found}, expected {expected}"
-            ),
-            Error::BadRow { source, problem } => write!(f, "serving: source '{source}': {problem}"),
+                "serving: column '{column}' of source '{source_}' has type {found}, expected {expected}"
+            )
+            },
+            Error::BadRow { source, problem } => {
+                let source_ = shown(source);
+                write!(f, "serving: source '{source_}': {problem}")
+            },
             Error::NotBuilt { function } => write!(
                 f,
                 "{function}: the serving tables do not exist yet; run serving_build(source) first"
             ),
             Error::BadIdentifier { function, name, reason } => {
-                write!(f, "{function}: invalid table name '{name}': {reason}")
+                let name_ = shown(name);
+                write!(f, "{function}: invalid table name '{name_}': {reason}")
             }
-            Error::Lake { function, path, problem } => write!(f, "{function}: Paimon table '{path}': {problem}"),
+            Error::Lake { function, path, problem } => {
+                let path_ = shown(path);
+                write!(f, "{function}: Paimon table '{path_}': {problem}")
+            },
             Error::Closed => write!(
                 f,
                 "streamhouse: the extension's connection to this database was released because every \
@@ -83,9 +157,10 @@ impl fmt::Display for Error {
                 waited.as_secs()
             ),
             Error::LoadFailed { source, message, .. } => {
-                write!(f, "serving: loading source '{source}' failed: {message}")
+                let source_ = shown(source);
+                write!(f, "serving: loading source '{source_}' failed: {}", shown_long(message))
             }
-            Error::DuckDb { context, message } => write!(f, "{context}: {message}"),
+            Error::DuckDb { context, message } => write!(f, "{}: {}", shown_long(context), shown_long(message)),
         }
     }
 }
@@ -96,7 +171,9 @@ impl std::error::Error for Error {}
 pub fn clean_duckdb_message(e: &duckdb::Error) -> String {
     match e {
         // Only the first line: DuckDB appends "LINE 1: <our generated SQL>" caret context.
-        duckdb::Error::DuckDBFailure(_, Some(msg)) => msg.lines().next().unwrap_or_default().to_string(),
+        duckdb::Error::DuckDBFailure(_, Some(msg)) => {
+            msg.lines().next().unwrap_or_default().to_string()
+        }
         other => {
             let s = other.to_string();
             match s.find("Error code ") {
@@ -109,6 +186,9 @@ pub fn clean_duckdb_message(e: &duckdb::Error) -> String {
 
 impl Error {
     pub fn duckdb(context: impl Into<String>, e: &duckdb::Error) -> Self {
-        Error::DuckDb { context: context.into(), message: clean_duckdb_message(e) }
+        Error::DuckDb {
+            context: context.into(),
+            message: clean_duckdb_message(e),
+        }
     }
 }

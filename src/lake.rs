@@ -84,6 +84,40 @@ fn to_arrow60(batch: &arrow_array::RecordBatch) -> std::result::Result<Batch60, 
     Ok(batch60)
 }
 
+/// Linux's PATH_MAX: no longer path can be opened, so none is worth resolving.
+pub const MAX_PATH: usize = 4096;
+/// Paimon's JSON metadata (schemas, snapshots, hints) is small; paimon-rust reads such a file
+/// whole, so a runaway one (a device, a huge file) is refused before it can exhaust memory.
+const MAX_METADATA_BYTES: u64 = 64 << 20;
+
+/// Refuses a table whose tree holds anything paimon-rust must not open: a FIFO (its open blocks
+/// forever), a socket or device (`/dev/zero` never ends), a symlink loop, or an oversized
+/// metadata file. Looks at file types and sizes only, never at contents.
+fn check_files(dir: &Path) -> std::result::Result<(), String> {
+    let mut pending = vec![(dir.to_path_buf(), 0usize)];
+    while let Some((d, depth)) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for entry in entries.flatten() {
+            let p = entry.path();
+            let shown = p.strip_prefix(dir).unwrap_or(&p).display().to_string();
+            let meta = std::fs::metadata(&p).map_err(|e| format!("cannot read '{shown}': {e}"))?;
+            if meta.is_dir() {
+                // Paimon tables are shallow (partitions, buckets); a deep tree is a loop or junk.
+                if depth < 16 {
+                    pending.push((p, depth + 1));
+                }
+            } else if !meta.is_file() {
+                return Err(format!("'{shown}' is not a regular file (a FIFO, socket or device cannot be part of a table)"));
+            } else if meta.len() > MAX_METADATA_BYTES
+                && ["schema", "snapshot"].iter().any(|m| p.parent().is_some_and(|parent| parent.ends_with(m)))
+            {
+                return Err(format!("metadata file '{shown}' is {} bytes, more than Paimon ever writes", meta.len()));
+            }
+        }
+    }
+    Ok(())
+}
+
 impl LakeTable {
     /// Opens the table at `path` (absolute, or relative to the working directory); no catalog.
     /// Refused, before anything is read, where DuckDB's sandbox settings forbid the directory.
@@ -91,14 +125,24 @@ impl LakeTable {
         if path.contains('\0') {
             return Err(lake_err(function, &path.replace('\0', "\\0"), "a path cannot contain a NUL character"));
         }
+        if path.len() > MAX_PATH {
+            return Err(lake_err(function, path, format!("the path is longer than {MAX_PATH} bytes")));
+        }
         sandbox.check_tree(function, path)?;
         let dir: PathBuf = std::path::absolute(path).map_err(|e| lake_err(function, path, e))?;
-        if !dir.is_dir() {
-            return Err(lake_err(function, path, "no such directory"));
+        match std::fs::metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(lake_err(function, path, "not a directory")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(lake_err(function, path, "no such directory")),
+            Err(e) => return Err(lake_err(function, path, format!("cannot read the directory: {e}"))),
+        }
+        if let Err(e) = std::fs::read_dir(&dir) {
+            return Err(lake_err(function, path, format!("cannot read the directory: {e}")));
         }
         if !dir.join("schema").is_dir() {
             return Err(lake_err(function, path, "not a Paimon table (it has no schema/ directory)"));
         }
+        check_files(&dir).map_err(|problem| lake_err(function, path, problem))?;
         let location = dir.to_string_lossy().into_owned();
         let table = block_on(async {
             let file_io = FileIO::from_path(&location)?.build()?;

@@ -99,6 +99,9 @@ impl Sandbox {
         if self.external_access {
             return true;
         }
+        if path.len() > crate::lake::MAX_PATH {
+            return false;
+        }
         let local = path.strip_prefix("file://").unwrap_or(path);
         !is_remote(path) && !local.contains('\0') && self.permits_resolved(&resolve(Path::new(local)))
     }
@@ -126,7 +129,7 @@ impl Sandbox {
             return Ok(());
         }
         let local = dir.strip_prefix("file://").unwrap_or(dir);
-        if is_remote(dir) || local.contains('\0') || !self.inside_allowed_directory(&resolve(Path::new(local))) {
+        if local.len() > crate::lake::MAX_PATH || is_remote(dir) || local.contains('\0') || !self.inside_allowed_directory(&resolve(Path::new(local))) {
             return Err(self.denied(function, dir));
         }
         let mut pending = vec![PathBuf::from(local)];

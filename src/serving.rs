@@ -78,10 +78,29 @@ pub fn resolve(conn: &Connection, raw: &str, allow_deleted: bool, sandbox: &Sand
         return resolve_lake(conn, raw, &path, allow_deleted, sandbox);
     }
     let source = Source::parse(raw)?;
+    if let Source::File { path, .. } = &source {
+        refuse_special_file(raw, path, sandbox)?;
+    }
     let relation = source.relation_sql();
     let described = describe(conn, raw, &relation)?;
     let columns = schema::match_columns(raw, &described, allow_deleted)?;
     Ok(ResolvedSource { raw: raw.into(), relation, columns, lake_snapshot: None })
+}
+
+/// A FIFO as a source would block DuckDB's reader forever (and a device never ends): refuse
+/// anything but a regular file, before DuckDB opens it. Globs and paths the sandbox forbids are
+/// left to DuckDB (which matches only files, or refuses with its own message).
+fn refuse_special_file(raw: &str, path: &str, sandbox: &Sandbox) -> Result<()> {
+    if path.contains(['*', '?', '[']) || path.contains("://") || !sandbox.permits(path) {
+        return Ok(());
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => Err(Error::BadSource {
+            source: raw.into(),
+            reason: "it is not a regular file (a directory, FIFO, socket or device cannot be read as a source)".into(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// DuckDB's name for an Arrow type, for the columns we stage (others are reported as Arrow names).
@@ -136,6 +155,17 @@ fn resolve_lake(conn: &Connection, raw: &str, path: &str, allow_deleted: bool, s
         }
         Some(since) => {
             let latest = table.latest_snapshot(FUNCTION)?;
+            if since > 0 && latest.is_none_or(|l| l < since) {
+                return Err(Error::Lake {
+                    function: "serving_refresh",
+                    path: path.into(),
+                    problem: format!(
+                        "the table's latest snapshot is {} but the serving layer reflects snapshot {since}: its \
+                         snapshots were removed or it was replaced; rebuild with serving_build",
+                        latest.map_or("none".to_string(), |l| l.to_string())
+                    ),
+                });
+            }
             let key = schema.index_of(&columns.order_id).expect("matched column exists") + 1; // after rowkind
             let mut changed: Vec<i64> = Vec::new();
             for id in (since + 1)..=latest.unwrap_or(since) {

@@ -25,7 +25,7 @@ pub fn path_param(bind: &BindInfo, function: &'static str) -> Result<String, Err
     if v.is_null() {
         return Err(Error::NullArgument { function, parameter: "path" });
     }
-    Ok(v.to_string())
+    super::rows::text_arg(&v, function, "path")
 }
 
 pub fn snapshot_param(bind: &BindInfo, name: &str) -> Option<i64> {

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
-use duckdb::vtab::{BindInfo, InitInfo};
+use duckdb::vtab::{BindInfo, InitInfo, Value};
 use duckdb::Connection;
 
 use crate::error::{Error, Result};
@@ -86,12 +86,43 @@ pub fn bind_call(bind: &BindInfo, function: &'static str, name: Option<&'static 
             if v.is_null() {
                 return Err(Error::NullArgument { function, parameter });
             }
-            v.to_string()
+            text_arg(&v, function, parameter)?
         }
         None => String::new(),
     };
     let search_path = bind.get_config_option("search_path").map(|v| v.to_string()).unwrap_or_default();
     Ok(Call { arg, search_path, sandbox: sandbox(bind), named: Vec::new() })
+}
+
+/// The text of a VARCHAR argument. DuckDB's C API hands strings over NUL-terminated, so a NUL
+/// inside one would silently cut it (a company 'a\0b' answered as 'a', a path with junk after a
+/// NUL read as the path before it): such an argument is refused instead. The value's SQL form
+/// (`'...'` with quotes doubled) is cut by the NUL too, and so no longer ends its literal.
+pub fn text_arg(v: &Value, function: &'static str, parameter: &'static str) -> Result<String> {
+    const _: () = assert!(std::mem::size_of::<Value>() == std::mem::size_of::<duckdb::ffi::duckdb_value>());
+    let text = v.to_string();
+    // SAFETY: `Value` is a wrapper around exactly one `duckdb_value` pointer (asserted above),
+    // borrowed here without taking ownership; the returned string is ours to free.
+    let sql = unsafe {
+        let raw = *(v as *const Value as *const duckdb::ffi::duckdb_value);
+        let p = duckdb::ffi::duckdb_value_to_string(raw);
+        if p.is_null() {
+            return Ok(text);
+        }
+        let s = std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned();
+        duckdb::ffi::duckdb_free(p.cast());
+        s
+    };
+    let expected = format!("'{}'", text.replace('\'', "''"));
+    if sql.len() < expected.len() || (sql != expected && !sql.starts_with(&expected)) {
+        return Err(Error::BadArgument {
+            function,
+            parameter,
+            value: text,
+            problem: "it contains a NUL character, which DuckDB cannot pass to an extension intact".into(),
+        });
+    }
+    Ok(text)
 }
 
 /// DuckDB's file sandbox as it stands for the caller's statement (these options are global,
