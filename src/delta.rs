@@ -150,7 +150,12 @@ impl Mart {
     #[cfg(test)]
     pub fn group(&self, i: usize) -> Group<'_> {
         let k = self.keys[i];
-        Group { company: &self.companies[(k >> 32) as usize], day: day_of(k), revenue: self.revenue[i], orders: self.orders[i] }
+        Group {
+            company: &self.companies[(k >> 32) as usize],
+            day: day_of(k),
+            revenue: self.revenue[i],
+            orders: self.orders[i],
+        }
     }
 
     /// Company of group `i`.
@@ -209,11 +214,8 @@ impl Mart {
             fresh.sort_unstable();
             companies.extend(fresh.iter().map(|s| s.to_string()));
             companies.sort_unstable();
-            let new_rank: Vec<u64> = self
-                .companies
-                .iter()
-                .map(|c| companies.binary_search(c).expect("kept") as u64)
-                .collect();
+            let new_rank: Vec<u64> =
+                self.companies.iter().map(|c| companies.binary_search(c).expect("kept") as u64).collect();
             for k in &mut keys {
                 *k = (new_rank[(*k >> 32) as usize] << 32) | (*k & 0xffff_ffff);
             }
@@ -356,7 +358,8 @@ mod tests {
                     delta.retract(c, d, r);
                 }
                 if next(4) > 0 {
-                    let row = (companies[next(companies.len() as u64) as usize], next(4) as i32 - 2, next(100) as i64 - 50);
+                    let row =
+                        (companies[next(companies.len() as u64) as usize], next(4) as i32 - 2, next(100) as i64 - 50);
                     delta.add(row.0, row.1, row.2);
                     orders.insert(id, row);
                 }

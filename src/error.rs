@@ -8,64 +8,32 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
     /// A parameter that must be a constant non-NULL value was NULL.
-    NullArgument {
-        function: &'static str,
-        parameter: &'static str,
-    },
+    NullArgument { function: &'static str, parameter: &'static str },
     /// An argument streamhouse cannot take as given.
-    BadArgument {
-        function: &'static str,
-        parameter: &'static str,
-        value: String,
-        problem: String,
-    },
+    BadArgument { function: &'static str, parameter: &'static str, value: String, problem: String },
     /// The source string is neither a table/view name nor a file path we can read.
     BadSource { source: String, reason: String },
     /// The named table/view/file does not exist (or is not visible to our connection).
     SourceNotFound { source: String, detail: String },
     /// A required column is absent from the source.
-    MissingColumn {
-        source: String,
-        column: &'static str,
-        found: Vec<String>,
-    },
+    MissingColumn { source: String, column: &'static str, found: Vec<String> },
     /// A column has a type we refuse to convert silently.
-    WrongType {
-        source: String,
-        column: &'static str,
-        found: String,
-        expected: &'static str,
-    },
+    WrongType { source: String, column: &'static str, found: String, expected: &'static str },
     /// A row violates the serving contract (NULL key, bad date, duplicate order, ...).
     BadRow { source: String, problem: String },
     /// The serving tables have not been built in this database yet.
     NotBuilt { function: &'static str },
     /// An identifier (e.g. a Paimon table name) is malformed.
-    BadIdentifier {
-        function: &'static str,
-        name: String,
-        reason: String,
-    },
+    BadIdentifier { function: &'static str, name: String, reason: String },
     /// A Paimon table could not be opened or read.
-    Lake {
-        function: &'static str,
-        path: String,
-        problem: String,
-    },
+    Lake { function: &'static str, path: String, problem: String },
     /// The extension's own connection is gone (the database is being closed).
     Closed,
     /// Another build/refresh/follow apply held the writer connection for longer than we wait.
-    Busy {
-        function: String,
-        waited: std::time::Duration,
-    },
+    Busy { function: String, waited: std::time::Duration },
     /// Loading the source failed inside the build transaction. `probes` are queries that find
     /// the offending row; they can only run after the rollback (the transaction is aborted).
-    LoadFailed {
-        source: String,
-        message: String,
-        probes: Vec<(String, crate::schema::Probe)>,
-    },
+    LoadFailed { source: String, message: String, probes: Vec<(String, crate::schema::Probe)> },
     /// DuckDB reported an error while running our SQL; `context` says what we were doing.
     DuckDb { context: String, message: String },
 }
@@ -107,36 +75,28 @@ impl fmt::Display for Error {
             Error::SourceNotFound { source, detail } => {
                 let source_ = shown(source);
                 write!(
-                f,
-                "serving: source '{source_}' does not exist or cannot be read ({}). Note: streamhouse \
+                    f,
+                    "serving: source '{source_}' does not exist or cannot be read ({}). Note: streamhouse \
                  reads through its own connection, so TEMP tables and uncommitted rows of your session are \
                  not visible to it",
-                shown_long(detail)
-            )
-            },
+                    shown_long(detail)
+                )
+            }
             Error::MissingColumn { source, column, found } => {
                 let source_ = shown(source);
-                write!(
-                f,
-                "serving: source '{source_}' has no column '{column}' (found: {})",
-                found.join(", ")
-            )
-            },
+                write!(f, "serving: source '{source_}' has no column '{column}' (found: {})", found.join(", "))
+            }
             Error::WrongType { source, column, found, expected } => {
                 let source_ = shown(source);
-                write!(
-                f,
-                "serving: column '{column}' of source '{source_}' has type {found}, expected {expected}"
-            )
-            },
+                write!(f, "serving: column '{column}' of source '{source_}' has type {found}, expected {expected}")
+            }
             Error::BadRow { source, problem } => {
                 let source_ = shown(source);
                 write!(f, "serving: source '{source_}': {problem}")
-            },
-            Error::NotBuilt { function } => write!(
-                f,
-                "{function}: the serving tables do not exist yet; run serving_build(source) first"
-            ),
+            }
+            Error::NotBuilt { function } => {
+                write!(f, "{function}: the serving tables do not exist yet; run serving_build(source) first")
+            }
             Error::BadIdentifier { function, name, reason } => {
                 let name_ = shown(name);
                 write!(f, "{function}: invalid table name '{name_}': {reason}")
@@ -144,7 +104,7 @@ impl fmt::Display for Error {
             Error::Lake { function, path, problem } => {
                 let path_ = shown(path);
                 write!(f, "{function}: Paimon table '{path_}': {problem}")
-            },
+            }
             Error::Closed => write!(
                 f,
                 "streamhouse: the extension's connection to this database was released because every \
@@ -171,9 +131,7 @@ impl std::error::Error for Error {}
 pub fn clean_duckdb_message(e: &duckdb::Error) -> String {
     match e {
         // Only the first line: DuckDB appends "LINE 1: <our generated SQL>" caret context.
-        duckdb::Error::DuckDBFailure(_, Some(msg)) => {
-            msg.lines().next().unwrap_or_default().to_string()
-        }
+        duckdb::Error::DuckDBFailure(_, Some(msg)) => msg.lines().next().unwrap_or_default().to_string(),
         other => {
             let s = other.to_string();
             match s.find("Error code ") {
@@ -186,9 +144,6 @@ pub fn clean_duckdb_message(e: &duckdb::Error) -> String {
 
 impl Error {
     pub fn duckdb(context: impl Into<String>, e: &duckdb::Error) -> Self {
-        Error::DuckDb {
-            context: context.into(),
-            message: clean_duckdb_message(e),
-        }
+        Error::DuckDb { context: context.into(), message: clean_duckdb_message(e) }
     }
 }

@@ -124,7 +124,13 @@ fn wait(pause: Duration, stop: &AtomicBool, session: &Weak<Session>) -> bool {
 }
 
 /// Starts following `source` (already checked) every `every`.
-pub fn start(session: &Arc<Session>, source: String, path: String, every: Duration, search_path: String) -> Result<Follower> {
+pub fn start(
+    session: &Arc<Session>,
+    source: String,
+    path: String,
+    every: Duration,
+    search_path: String,
+) -> Result<Follower> {
     let stop = Arc::new(AtomicBool::new(false));
     let progress = Arc::new(Mutex::new(Progress::default()));
     let weak = Arc::downgrade(session);
@@ -160,10 +166,17 @@ pub fn start(session: &Arc<Session>, source: String, path: String, every: Durati
                     }
                 }
                 // Retries back off exponentially (capped), so a broken upstream costs little.
-                pause = if failures == 0 { every } else { (every * 2u32.saturating_pow(failures.min(16))).min(MAX_BACKOFF.max(every)) };
+                pause = if failures == 0 {
+                    every
+                } else {
+                    (every * 2u32.saturating_pow(failures.min(16))).min(MAX_BACKOFF.max(every))
+                };
             }
         })
-        .map_err(|e| Error::DuckDb { context: "serving_follow".into(), message: format!("cannot start the follower thread: {e}") })?;
+        .map_err(|e| Error::DuckDb {
+            context: "serving_follow".into(),
+            message: format!("cannot start the follower thread: {e}"),
+        })?;
     Ok(Follower { source, every, stop, progress, thread: Some(thread) })
 }
 

@@ -107,7 +107,9 @@ fn check_files(dir: &Path) -> std::result::Result<(), String> {
                     pending.push((p, depth + 1));
                 }
             } else if !meta.is_file() {
-                return Err(format!("'{shown}' is not a regular file (a FIFO, socket or device cannot be part of a table)"));
+                return Err(format!(
+                    "'{shown}' is not a regular file (a FIFO, socket or device cannot be part of a table)"
+                ));
             } else if meta.len() > MAX_METADATA_BYTES
                 && ["schema", "snapshot"].iter().any(|m| p.parent().is_some_and(|parent| parent.ends_with(m)))
             {
@@ -133,7 +135,9 @@ impl LakeTable {
         match std::fs::metadata(&dir) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(lake_err(function, path, "not a directory")),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(lake_err(function, path, "no such directory")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(lake_err(function, path, "no such directory"))
+            }
             Err(e) => return Err(lake_err(function, path, format!("cannot read the directory: {e}"))),
         }
         if let Err(e) = std::fs::read_dir(&dir) {
@@ -147,7 +151,9 @@ impl LakeTable {
         let table = block_on(async {
             let file_io = FileIO::from_path(&location)?.build()?;
             let schema = SchemaManager::new(file_io.clone(), location.clone()).latest().await?;
-            Ok::<_, paimon::Error>(schema.map(|s| Table::new(file_io, Identifier::new("lake", "t"), location.clone(), (*s).clone(), None)))
+            Ok::<_, paimon::Error>(
+                schema.map(|s| Table::new(file_io, Identifier::new("lake", "t"), location.clone(), (*s).clone(), None)),
+            )
         })
         .map_err(|e| lake_err(function, path, e))?
         .map_err(|e| lake_err(function, path, e))?

@@ -17,9 +17,9 @@ use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::Connection;
 
 use crate::delta::{Delta, Group, Mart};
-use crate::handoff::{self, Contents, Parcel, Part};
 use crate::dupcheck;
 use crate::error::{clean_duckdb_message, Error, Result};
+use crate::handoff::{self, Contents, Parcel, Part};
 use crate::sandbox::Sandbox;
 use crate::schema::{Place, Probe, COUNTS, FACT, MART, META};
 use crate::serving::{self, in_transaction, not_built, now_micros, ResolvedSource};
@@ -89,7 +89,12 @@ fn fetch(conn: &Connection, sql: &str, failed: impl Fn(duckdb::Error) -> Error) 
 
 /// `fetch` with parameters, through the connection's statement cache (the same statements
 /// recur every refresh; DuckDB re-binds them if the catalog changed in between).
-fn fetch_with<P: duckdb::Params>(conn: &Connection, sql: &str, params: P, failed: impl Fn(duckdb::Error) -> Error) -> Result<Vec<RecordBatch>> {
+fn fetch_with<P: duckdb::Params>(
+    conn: &Connection,
+    sql: &str,
+    params: P,
+    failed: impl Fn(duckdb::Error) -> Error,
+) -> Result<Vec<RecordBatch>> {
     let mut stmt = conn.prepare_cached(sql).map_err(&failed)?;
     let batches: Vec<RecordBatch> = stmt.query_arrow(params).map_err(&failed)?.collect();
     batches.into_iter().filter(|b| b.num_rows() > 0).map(plain_strings).collect()
@@ -119,9 +124,11 @@ fn plain_strings(batch: RecordBatch) -> Result<RecordBatch> {
 /// Reads the change set in fct_orders' shape plus `deleted` (false when absent or NULL).
 /// A failed checked cast is reported like a failed build load, naming the row after rollback.
 fn read_changes(conn: &Connection, src: &ResolvedSource) -> Result<Vec<RecordBatch>> {
-    let deleted = src.columns.deleted.as_deref().map_or("false".to_string(), |d| {
-        format!("COALESCE(CAST({} AS BOOLEAN), false)", crate::quote::ident(d))
-    });
+    let deleted = src
+        .columns
+        .deleted
+        .as_deref()
+        .map_or("false".to_string(), |d| format!("COALESCE(CAST({} AS BOOLEAN), false)", crate::quote::ident(d)));
     let sql = format!("SELECT {}, {deleted} AS deleted FROM {}", src.columns.fact_select_list(), src.relation);
     fetch(conn, &sql, |e| Error::LoadFailed {
         source: src.raw.clone(),
@@ -193,7 +200,9 @@ fn insert_new_versions(conn: &Connection, place: &Place, changes: &[RecordBatch]
     for batch in changes {
         let rows = batch.project(&[0, 1, 2, 3]).map_err(arrow_failed)?;
         let rows = match Rows::of(batch)?.deleted {
-            Some(d) if d.true_count() > 0 => filter_record_batch(&rows, &not(d).map_err(arrow_failed)?).map_err(arrow_failed)?,
+            Some(d) if d.true_count() > 0 => {
+                filter_record_batch(&rows, &not(d).map_err(arrow_failed)?).map_err(arrow_failed)?
+            }
             _ => rows,
         };
         // The handoff emits one batch per vector.
@@ -280,7 +289,12 @@ struct Applied {
 
 /// Counts the kinds of change and folds the delta (old versions out, new versions in) into
 /// the current mart. Pure Rust over the batches.
-fn fold_changes(changes: &[RecordBatch], old: &[RecordBatch], current: &Mart, s: &mut RefreshSummary) -> Result<(Mart, usize)> {
+fn fold_changes(
+    changes: &[RecordBatch],
+    old: &[RecordBatch],
+    current: &Mart,
+    s: &mut RefreshSummary,
+) -> Result<(Mart, usize)> {
     let mut delta = Delta::with_capacity(changes.iter().chain(old).map(|b| b.num_rows()).sum());
     let mut previous = Vec::with_capacity(old.iter().map(|b| b.num_rows()).sum());
     for batch in old {
@@ -380,7 +394,12 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
 /// under the build's generation. Best effort: a failure here only means a colder refresh.
 pub fn warm(conn: &Connection) {
     let typed = |n: &str, t: &str| (n.to_string(), t.to_string());
-    let described = [typed("order_id", "BIGINT"), typed("company", "VARCHAR"), typed("order_day", "DATE"), typed("revenue", "BIGINT")];
+    let described = [
+        typed("order_id", "BIGINT"),
+        typed("company", "VARCHAR"),
+        typed("order_day", "DATE"),
+        typed("revenue", "BIGINT"),
+    ];
     let Ok(columns) = crate::schema::match_columns("(warm-up)", &described, true) else { return };
     let src = ResolvedSource {
         raw: "(warm-up)".into(),
@@ -390,7 +409,9 @@ pub fn warm(conn: &Connection) {
         columns,
         lake_snapshot: None,
     };
-    let Ok(Some(generation)) = conn.query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get::<_, Option<i64>>(0)) else {
+    let Ok(Some(generation)) =
+        conn.query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get::<_, Option<i64>>(0))
+    else {
         return;
     };
     if conn.execute_batch("BEGIN TRANSACTION").is_err() {

@@ -82,16 +82,19 @@ impl Sandbox {
     pub fn query(conn: &duckdb::Connection) -> Result<Sandbox> {
         let failed = |e: duckdb::Error| Error::duckdb("streamhouse: reading the sandbox settings", &e);
         let list = |name: &str| -> Result<Vec<String>> {
-            let mut stmt = conn
-                .prepare_cached(&format!("SELECT unnest(current_setting('{name}'))::VARCHAR"))
-                .map_err(failed)?;
+            let mut stmt =
+                conn.prepare_cached(&format!("SELECT unnest(current_setting('{name}'))::VARCHAR")).map_err(failed)?;
             let rows = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(failed)?;
             rows.collect::<std::result::Result<Vec<_>, _>>().map_err(failed)
         };
         let external_access: bool = conn
             .query_row("SELECT current_setting('enable_external_access')::BOOLEAN", [], |r| r.get(0))
             .map_err(failed)?;
-        Ok(Sandbox { external_access, allowed_directories: list("allowed_directories")?, allowed_paths: list("allowed_paths")? })
+        Ok(Sandbox {
+            external_access,
+            allowed_directories: list("allowed_directories")?,
+            allowed_paths: list("allowed_paths")?,
+        })
     }
 
     /// Whether DuckDB's settings let a reader open `path` (before following links inside it).
@@ -129,7 +132,11 @@ impl Sandbox {
             return Ok(());
         }
         let local = dir.strip_prefix("file://").unwrap_or(dir);
-        if local.len() > crate::lake::MAX_PATH || is_remote(dir) || local.contains('\0') || !self.inside_allowed_directory(&resolve(Path::new(local))) {
+        if local.len() > crate::lake::MAX_PATH
+            || is_remote(dir)
+            || local.contains('\0')
+            || !self.inside_allowed_directory(&resolve(Path::new(local)))
+        {
             return Err(self.denied(function, dir));
         }
         let mut pending = vec![PathBuf::from(local)];

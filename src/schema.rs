@@ -10,10 +10,8 @@ pub const META: &str = "serving_meta";
 /// Orders per mart group: what tells a refresh that a group became empty (a SUM alone cannot).
 pub const COUNTS: &str = "serving_mart_counts";
 
-const INTEGER_TYPES: [&str; 10] = [
-    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
-    "UHUGEINT",
-];
+const INTEGER_TYPES: [&str; 10] =
+    ["TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"];
 const INTEGER: &str = "an integer type (TINYINT..HUGEINT, or DECIMAL with scale 0)";
 
 fn is_integer_type(t: &str) -> bool {
@@ -43,15 +41,11 @@ pub struct SourceColumns {
 /// Matches the described columns `(name, type)` of `source` against the contract.
 pub fn match_columns(source: &str, described: &[(String, String)], allow_deleted: bool) -> Result<SourceColumns> {
     let find = |column: &'static str| -> Result<(String, String)> {
-        described
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(column))
-            .cloned()
-            .ok_or_else(|| Error::MissingColumn {
-                source: source.into(),
-                column,
-                found: described.iter().map(|(n, t)| format!("{n} {t}")).collect(),
-            })
+        described.iter().find(|(n, _)| n.eq_ignore_ascii_case(column)).cloned().ok_or_else(|| Error::MissingColumn {
+            source: source.into(),
+            column,
+            found: described.iter().map(|(n, t)| format!("{n} {t}")).collect(),
+        })
     };
     let wrong = |column: &'static str, found: &str, expected: &'static str| Error::WrongType {
         source: source.into(),
@@ -261,7 +255,13 @@ mod tests {
     fn accepts_contract_and_case_insensitive_names() {
         let c = match_columns(
             "s",
-            &cols(&[("ORDER_ID", "INTEGER"), ("Company", "VARCHAR"), ("order_day", "VARCHAR"), ("revenue", "DECIMAL(18,0)"), ("x", "DOUBLE")]),
+            &cols(&[
+                ("ORDER_ID", "INTEGER"),
+                ("Company", "VARCHAR"),
+                ("order_day", "VARCHAR"),
+                ("revenue", "DECIMAL(18,0)"),
+                ("x", "DOUBLE"),
+            ]),
             false,
         )
         .unwrap();
@@ -292,7 +292,13 @@ mod tests {
 
     #[test]
     fn deleted_column_only_for_refresh() {
-        let d = cols(&[("order_id", "BIGINT"), ("company", "VARCHAR"), ("order_day", "DATE"), ("revenue", "BIGINT"), ("deleted", "BOOLEAN")]);
+        let d = cols(&[
+            ("order_id", "BIGINT"),
+            ("company", "VARCHAR"),
+            ("order_day", "DATE"),
+            ("revenue", "BIGINT"),
+            ("deleted", "BOOLEAN"),
+        ]);
         assert_eq!(match_columns("s", &d, false).unwrap().deleted, None);
         assert_eq!(match_columns("s", &d, true).unwrap().deleted.as_deref(), Some("deleted"));
     }

@@ -52,9 +52,7 @@ pub fn in_transaction<R>(conn: &Connection, f: impl FnOnce() -> Result<R>) -> Re
 pub fn describe(conn: &Connection, raw: &str, relation: &str) -> Result<Vec<(String, String)>> {
     let not_found = |e: duckdb::Error| Error::SourceNotFound { source: raw.into(), detail: clean_duckdb_message(&e) };
     let mut stmt = conn.prepare_cached(&format!("DESCRIBE SELECT * FROM {relation}")).map_err(not_found)?;
-    let rows = stmt
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-        .map_err(not_found)?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).map_err(not_found)?;
     rows.collect::<std::result::Result<Vec<_>, _>>().map_err(not_found)
 }
 
@@ -134,7 +132,13 @@ const LAKE_STAGE: &str = "__sh_lake";
 /// between S and the latest snapshot, their rows from the latest merged state read with a
 /// key predicate (Paimon skips files whose key range holds none of them), and a key with no
 /// merged row any more is staged as deleted.
-fn resolve_lake(conn: &Connection, raw: &str, path: &str, allow_deleted: bool, sandbox: &Sandbox) -> Result<ResolvedSource> {
+fn resolve_lake(
+    conn: &Connection,
+    raw: &str,
+    path: &str,
+    allow_deleted: bool,
+    sandbox: &Sandbox,
+) -> Result<ResolvedSource> {
     const FUNCTION: &str = "serving";
     let table = LakeTable::open(FUNCTION, path, sandbox)?;
     let schema = table.schema(FUNCTION)?;
@@ -170,7 +174,8 @@ fn resolve_lake(conn: &Connection, raw: &str, path: &str, allow_deleted: bool, s
             let mut changed: Vec<i64> = Vec::new();
             for id in (since + 1)..=latest.unwrap_or(since) {
                 for batch in table.changes_of(FUNCTION, id)? {
-                    let keys = duckdb::arrow::compute::cast(batch.column(key), &DataType::Int64).map_err(arrow_failed)?;
+                    let keys =
+                        duckdb::arrow::compute::cast(batch.column(key), &DataType::Int64).map_err(arrow_failed)?;
                     let keys = keys.as_any().downcast_ref::<Int64Array>().expect("cast to Int64");
                     changed.extend(keys.iter().flatten());
                 }
@@ -203,14 +208,14 @@ fn resolve_lake(conn: &Connection, raw: &str, path: &str, allow_deleted: bool, s
     let mut appender = conn.appender(LAKE_KEYS).map_err(failed)?;
     let keys: duckdb::arrow::array::ArrayRef = std::sync::Arc::new(Int64Array::from(changed));
     appender
-        .append_record_batch(duckdb::arrow::record_batch::RecordBatch::try_from_iter([("order_id", keys)]).map_err(arrow_failed)?)
+        .append_record_batch(
+            duckdb::arrow::record_batch::RecordBatch::try_from_iter([("order_id", keys)]).map_err(arrow_failed)?,
+        )
         .map_err(failed)?;
     appender.flush().map_err(failed)?;
     drop(appender);
     let id = quote::ident(&columns.order_id);
-    let others = [&columns.company, &columns.order_day, &columns.revenue]
-        .map(|c| quote::ident(c))
-        .join(", ");
+    let others = [&columns.company, &columns.order_day, &columns.revenue].map(|c| quote::ident(c)).join(", ");
     conn.execute_batch(&format!(
         "CREATE OR REPLACE TEMP TABLE {LAKE_CHANGES} AS
            SELECT {id}, {others}, false AS deleted FROM {LAKE_STAGE}
@@ -334,7 +339,13 @@ pub fn duplicate_message(id: i64, n: usize) -> String {
 }
 
 /// Counts and totals of the serving tables at `place`.
-pub fn summarize(conn: &Connection, place: &Place, source: &str, lake_snapshot: Option<i64>, started: Instant) -> Result<BuildSummary> {
+pub fn summarize(
+    conn: &Connection,
+    place: &Place,
+    source: &str,
+    lake_snapshot: Option<i64>,
+    started: Instant,
+) -> Result<BuildSummary> {
     let sql = format!(
         "SELECT (SELECT count(*) FROM {}), count(*), count(DISTINCT company), count(DISTINCT order_day), \
          sum(revenue) FROM {}",
@@ -449,10 +460,12 @@ pub struct DayRevenue {
 fn per_company(conn: &Connection, function: &'static str, sql: &str, company: &str) -> Result<DayRevenue> {
     let mut stmt = conn.prepare_cached(sql).map_err(|e| not_built(function, e))?;
     let mut out = DayRevenue::default();
-    let unexpected = |what: &str| Error::DuckDb { context: function.into(), message: format!("unexpected result type for {what}") };
+    let unexpected =
+        |what: &str| Error::DuckDb { context: function.into(), message: format!("unexpected result type for {what}") };
     for batch in stmt.query_arrow([company]).map_err(|e| not_built(function, e))? {
         let days = batch.column(0).as_any().downcast_ref::<Date32Array>().ok_or_else(|| unexpected("order_day"))?;
-        let revenue = batch.column(1).as_any().downcast_ref::<Decimal128Array>().ok_or_else(|| unexpected("revenue"))?;
+        let revenue =
+            batch.column(1).as_any().downcast_ref::<Decimal128Array>().ok_or_else(|| unexpected("revenue"))?;
         out.days.extend_from_slice(days.values());
         out.revenue.extend_from_slice(revenue.values());
     }

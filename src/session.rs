@@ -282,14 +282,25 @@ impl Session {
 
     /// Runs `f` on a connection for `role`, resolving names through the caller's `search_path`
     /// (so `USE other` or `SET search_path` mean the same to us). `what` names the function.
-    pub fn with<R>(&self, role: Role, what: &str, search_path: &str, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
+    pub fn with<R>(
+        &self,
+        role: Role,
+        what: &str,
+        search_path: &str,
+        f: impl FnOnce(&Connection) -> Result<R>,
+    ) -> Result<R> {
         match role {
             Role::Reader => self.run(self.reader(), search_path, f),
             Role::Writer => self.write(self.writer(what)?, search_path, f),
         }
     }
 
-    fn write<R>(&self, guard: MutexGuard<'_, Option<Held>>, search_path: &str, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
+    fn write<R>(
+        &self,
+        guard: MutexGuard<'_, Option<Held>>,
+        search_path: &str,
+        f: impl FnOnce(&Connection) -> Result<R>,
+    ) -> Result<R> {
         self.run(guard, search_path, |conn| {
             let out = f(conn)?;
             if !settle(conn) {
@@ -299,7 +310,12 @@ impl Session {
         })
     }
 
-    fn run<R>(&self, mut guard: MutexGuard<'_, Option<Held>>, search_path: &str, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R> {
+    fn run<R>(
+        &self,
+        mut guard: MutexGuard<'_, Option<Held>>,
+        search_path: &str,
+        f: impl FnOnce(&Connection) -> Result<R>,
+    ) -> Result<R> {
         // At process exit DuckDB's static state is going away: no DuckDB call may start (a
         // follower thread could otherwise begin an apply then).
         if EXITING.load(Ordering::SeqCst) {

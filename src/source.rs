@@ -37,7 +37,8 @@ fn format_of(path: &str) -> Option<FileFormat> {
 }
 
 fn looks_like_path(s: &str) -> bool {
-    s.contains('/') || s.contains('\\')
+    s.contains('/')
+        || s.contains('\\')
         || SCHEMES.iter().any(|p| s.to_ascii_lowercase().starts_with(p))
         || format_of(s).is_some()
 }
@@ -108,12 +109,10 @@ impl Source {
                 }),
             };
         }
-        parse_qualified_name(s)
-            .map(Source::Table)
-            .map_err(|why| Error::BadSource {
-                source: raw.into(),
-                reason: format!("it is neither a table/view name nor a file path ({why})"),
-            })
+        parse_qualified_name(s).map(Source::Table).map_err(|why| Error::BadSource {
+            source: raw.into(),
+            reason: format!("it is neither a table/view name nor a file path ({why})"),
+        })
     }
 
     /// The SQL relation to put after FROM. File paths become string literals, names become

@@ -46,8 +46,14 @@ mod tests {
     fn ddl_has_every_clause() {
         let ddl = tier_ddl("db.acct").unwrap();
         assert!(ddl.starts_with("CREATE TABLE `db`.`acct` ("), "{ddl}");
-        for clause in ["id INT", "bal INT", "PRIMARY KEY (id) NOT ENFORCED", "'bucket' = '1'",
-                       "'merge-engine' = 'deduplicate'", "'changelog-producer' = 'input'"] {
+        for clause in [
+            "id INT",
+            "bal INT",
+            "PRIMARY KEY (id) NOT ENFORCED",
+            "'bucket' = '1'",
+            "'merge-engine' = 'deduplicate'",
+            "'changelog-producer' = 'input'",
+        ] {
             assert!(ddl.contains(clause), "missing {clause} in {ddl}");
         }
     }

@@ -1,8 +1,8 @@
 //! `__streamhouse_handoff(id BIGINT, part VARCHAR)`: internal. Scans rows a refresh parked in
 //! Rust memory (`crate::handoff`), so its final statements need no temp tables.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use duckdb::arrow::array::{Array, Date32Array, Int64Array, StringArray};
@@ -73,7 +73,9 @@ impl VTab for Handoff {
         let contents = handoff::open(bound.id).ok_or_else(|| refused(format!("no parcel {}", bound.id)))?;
         let fits = matches!(
             (&*contents, bound.part),
-            (Contents::Keys(_), Part::Keys) | (Contents::Mart(_), Part::Mart | Part::Counts) | (Contents::Rows(_), Part::Rows)
+            (Contents::Keys(_), Part::Keys)
+                | (Contents::Mart(_), Part::Mart | Part::Counts)
+                | (Contents::Rows(_), Part::Rows)
         );
         if !fits {
             return Err(refused(format!("parcel {} has no part '{}'", bound.id, bound.part.name())));
@@ -137,7 +139,8 @@ impl VTab for Handoff {
                     company.insert(i, mart.company(g));
                 }
                 let mut days = output.flat_vector(1);
-                for (slot, day) in unsafe { days.as_mut_slice_with_len::<i32>(n) }.iter_mut().zip(mart.days(start..end)) {
+                for (slot, day) in unsafe { days.as_mut_slice_with_len::<i32>(n) }.iter_mut().zip(mart.days(start..end))
+                {
                     *slot = day;
                 }
                 let mut revenue = output.flat_vector(2);
@@ -154,7 +157,11 @@ impl VTab for Handoff {
 }
 
 /// One parcel batch per output chunk (each is at most a vector long); `next` counts batches.
-fn emit_rows(batches: &[RecordBatch], next: &AtomicUsize, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {
+fn emit_rows(
+    batches: &[RecordBatch],
+    next: &AtomicUsize,
+    output: &mut DataChunkHandle,
+) -> Result<(), Box<dyn std::error::Error>> {
     let Some(batch) = batches.get(next.fetch_add(1, Ordering::Relaxed)) else {
         output.set_len(0);
         return Ok(());
@@ -163,10 +170,21 @@ fn emit_rows(batches: &[RecordBatch], next: &AtomicUsize, output: &mut DataChunk
     if n > CHUNK {
         return Err(refused(format!("a batch of {n} rows exceeds a vector")));
     }
-    let int64 = |i: usize| batch.column(i).as_any().downcast_ref::<Int64Array>().ok_or_else(|| refused(format!("column {i} is not BIGINT")));
+    let int64 = |i: usize| {
+        batch
+            .column(i)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(|| refused(format!("column {i} is not BIGINT")))
+    };
     let (ids, revenue) = (int64(0)?, int64(3)?);
-    let company = batch.column(1).as_any().downcast_ref::<StringArray>().ok_or_else(|| refused("column 1 is not VARCHAR".into()))?;
-    let day = batch.column(2).as_any().downcast_ref::<Date32Array>().ok_or_else(|| refused("column 2 is not DATE".into()))?;
+    let company = batch
+        .column(1)
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .ok_or_else(|| refused("column 1 is not VARCHAR".into()))?;
+    let day =
+        batch.column(2).as_any().downcast_ref::<Date32Array>().ok_or_else(|| refused("column 2 is not DATE".into()))?;
     // SAFETY: `n <= CHUNK`, the vectors' capacity; BIGINT is i64 and DATE is i32 in DuckDB.
     unsafe {
         output.flat_vector(0).as_mut_slice_with_len::<i64>(n).copy_from_slice(ids.values());

@@ -14,7 +14,10 @@ const CHUNK: usize = 2048;
 /// Declares one DuckDB column per Arrow field.
 pub fn declare(bind: &BindInfo, function: &'static str, schema: &duckdb::arrow::datatypes::Schema) -> Result<()> {
     if schema.fields().is_empty() {
-        return Err(Error::DuckDb { context: function.into(), message: "the Paimon table's schema has no columns".into() });
+        return Err(Error::DuckDb {
+            context: function.into(),
+            message: "the Paimon table's schema has no columns".into(),
+        });
     }
     for field in schema.fields() {
         let ty = to_duckdb_logical_type(field.data_type()).map_err(|e| Error::DuckDb {

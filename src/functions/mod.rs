@@ -28,18 +28,36 @@ use table::{PerCompany, Table};
 
 pub fn register_all(con: &Connection, session: &SharedSession) -> duckdb::Result<()> {
     con.register_table_function_with_extra_info::<Table<serving_build::ServingBuild>, _>("serving_build", session)?;
-    con.register_table_function_with_extra_info::<PerCompany<serving_dashboard::ServingDashboard>, _>("serving_dashboard", session)?;
+    con.register_table_function_with_extra_info::<PerCompany<serving_dashboard::ServingDashboard>, _>(
+        "serving_dashboard",
+        session,
+    )?;
     con.register_table_function_with_extra_info::<PerCompany<serving_olap::ServingOlap>, _>("serving_olap", session)?;
-    con.register_table_function_with_extra_info::<Table<serving_explain::ServingExplain>, _>("serving_explain", session)?;
-    con.register_table_function_with_extra_info::<Table<serving_refresh::ServingRefresh>, _>("serving_refresh", session)?;
-    con.register_table_function_with_extra_info::<Table<serving_reconcile::ServingReconcile>, _>("serving_reconcile", session)?;
+    con.register_table_function_with_extra_info::<Table<serving_explain::ServingExplain>, _>(
+        "serving_explain",
+        session,
+    )?;
+    con.register_table_function_with_extra_info::<Table<serving_refresh::ServingRefresh>, _>(
+        "serving_refresh",
+        session,
+    )?;
+    con.register_table_function_with_extra_info::<Table<serving_reconcile::ServingReconcile>, _>(
+        "serving_reconcile",
+        session,
+    )?;
     con.register_table_function_with_extra_info::<Table<serving_status::ServingStatus>, _>("serving_status", session)?;
     con.register_table_function_with_extra_info::<Table<serving_follow::ServingFollow>, _>("serving_follow", session)?;
-    con.register_table_function_with_extra_info::<Table<serving_unfollow::ServingUnfollow>, _>("serving_unfollow", session)?;
+    con.register_table_function_with_extra_info::<Table<serving_unfollow::ServingUnfollow>, _>(
+        "serving_unfollow",
+        session,
+    )?;
     con.register_table_function::<paimon_scan::PaimonScan>("paimon_scan")?;
     con.register_table_function::<handoff::Handoff>(crate::handoff::FUNCTION)?;
     con.register_table_function::<paimon_changelog::PaimonChangelog>("paimon_changelog")?;
-    con.register_table_function_with_extra_info::<Table<paimon_snapshots::PaimonSnapshots>, _>("paimon_snapshots", session)?;
+    con.register_table_function_with_extra_info::<Table<paimon_snapshots::PaimonSnapshots>, _>(
+        "paimon_snapshots",
+        session,
+    )?;
     con.register_scalar_function::<paimon_tier_ddl::PaimonTierDdl>("paimon_tier_ddl")?;
     con.register_scalar_function::<paimon_tier_upsert::PaimonTierUpsert>("paimon_tier_upsert")?;
     Ok(())

@@ -13,9 +13,9 @@ use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 use super::lake_batches::{self, Batches};
 use super::paimon_scan::{path_param, snapshot_param};
 use super::rows::sandbox;
-use crate::sandbox::Sandbox;
 use crate::error::Error;
 use crate::lake::LakeTable;
+use crate::sandbox::Sandbox;
 
 const NAME: &str = "paimon_changelog";
 
@@ -29,10 +29,8 @@ pub struct Bind {
 }
 
 fn output_schema(table: &Schema) -> Arc<Schema> {
-    let mut fields = vec![
-        Field::new("snapshot_id", DataType::Int64, false),
-        Field::new("row_kind", DataType::Utf8, false),
-    ];
+    let mut fields =
+        vec![Field::new("snapshot_id", DataType::Int64, false), Field::new("row_kind", DataType::Utf8, false)];
     fields.extend(table.fields().iter().map(|f| f.as_ref().clone()));
     Arc::new(Schema::new(fields))
 }

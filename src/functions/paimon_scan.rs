@@ -6,9 +6,9 @@ use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
 use super::lake_batches::{self, Batches};
 use super::rows::sandbox;
-use crate::sandbox::Sandbox;
 use crate::error::Error;
 use crate::lake::LakeTable;
+use crate::sandbox::Sandbox;
 
 const NAME: &str = "paimon_scan";
 

@@ -5,9 +5,9 @@ use duckdb::core::LogicalTypeId;
 
 use super::rows::{Cell, Ctx};
 use super::table::RowsFunction;
-use crate::session::Role;
 use crate::error::Result;
 use crate::lake::LakeTable;
+use crate::session::Role;
 
 pub struct PaimonSnapshots;
 

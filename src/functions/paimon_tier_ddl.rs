@@ -12,7 +12,11 @@ pub struct PaimonTierDdl;
 impl VScalar for PaimonTierDdl {
     type State = ();
 
-    fn invoke(_: &(), input: &mut DataChunkHandle, output: &mut dyn WritableVector) -> Result<(), Box<dyn std::error::Error>> {
+    fn invoke(
+        _: &(),
+        input: &mut DataChunkHandle,
+        output: &mut dyn WritableVector,
+    ) -> Result<(), Box<dyn std::error::Error>> {
         map_rows(input, output, |a| tier::tier_ddl(&a.text(0)))
     }
 

@@ -13,7 +13,11 @@ pub struct PaimonTierUpsert;
 impl VScalar for PaimonTierUpsert {
     type State = ();
 
-    fn invoke(_: &(), input: &mut DataChunkHandle, output: &mut dyn WritableVector) -> Result<(), Box<dyn std::error::Error>> {
+    fn invoke(
+        _: &(),
+        input: &mut DataChunkHandle,
+        output: &mut dyn WritableVector,
+    ) -> Result<(), Box<dyn std::error::Error>> {
         map_rows(input, output, |a| tier::tier_upsert(&a.text(0), a.int(1), a.int(2)))
     }
 

@@ -21,7 +21,8 @@ impl Args<'_> {
 
     pub fn text(&self, col: usize) -> String {
         // SAFETY: the column is declared VARCHAR in the signature and `row < input.len()`.
-        let mut s = unsafe { self.input.flat_vector(col).as_slice_with_len::<duckdb_string_t>(self.input.len())[self.row] };
+        let mut s =
+            unsafe { self.input.flat_vector(col).as_slice_with_len::<duckdb_string_t>(self.input.len())[self.row] };
         DuckString::new(&mut s).as_str().into_owned()
     }
 

@@ -5,8 +5,8 @@ use duckdb::core::LogicalTypeId;
 
 use super::rows::{Cell, Ctx};
 use super::table::RowsFunction;
-use crate::session::Role;
 use crate::error::Result;
+use crate::session::Role;
 use crate::{refresh, serving};
 
 pub struct ServingBuild;

@@ -28,7 +28,10 @@ fn every(ctx: &Ctx) -> Result<Duration> {
     if every < follow::MIN_EVERY {
         return Err(Error::DuckDb {
             context: "serving_follow".into(),
-            message: format!("every := INTERVAL '{text}' is too short: the minimum is {} ms", follow::MIN_EVERY.as_millis()),
+            message: format!(
+                "every := INTERVAL '{text}' is too short: the minimum is {} ms",
+                follow::MIN_EVERY.as_millis()
+            ),
         });
     }
     Ok(every)

@@ -5,10 +5,10 @@ use duckdb::core::LogicalTypeId;
 
 use super::rows::{Cell, Ctx};
 use super::table::RowsFunction;
-use crate::session::Role;
 use crate::error::Result;
 use crate::refresh::{self, Reconciled};
 use crate::serving::now_micros;
+use crate::session::Role;
 
 pub struct ServingReconcile;
 
@@ -36,7 +36,13 @@ impl RowsFunction for ServingReconcile {
         Ok(diffs
             .into_iter()
             .map(|d| {
-                vec![d.side.into(), d.company.into(), d.order_day.map_or(Cell::Null, Cell::Date), d.revenue.into(), d.orders.into()]
+                vec![
+                    d.side.into(),
+                    d.company.into(),
+                    d.order_day.map_or(Cell::Null, Cell::Date),
+                    d.revenue.into(),
+                    d.orders.into(),
+                ]
             })
             .collect())
     }

@@ -58,7 +58,10 @@ impl<F: RowsFunction> VTab for Table<F> {
         Ok(Rows::new(rows::run(init, F::ROLE, F::NAME, F::rows)?))
     }
 
-    fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    fn func(
+        func: &TableFunctionInfo<Self>,
+        output: &mut DataChunkHandle,
+    ) -> std::result::Result<(), Box<dyn std::error::Error>> {
         func.get_init_data().emit(output);
         Ok(())
     }
@@ -85,7 +88,10 @@ impl<F: CompanyFunction> VTab for PerCompany<F> {
         Ok(DayRevenueRows::new(rows::run(init, Role::Reader, F::NAME, |ctx| F::query(ctx.conn, &ctx.call.arg))?))
     }
 
-    fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    fn func(
+        func: &TableFunctionInfo<Self>,
+        output: &mut DataChunkHandle,
+    ) -> std::result::Result<(), Box<dyn std::error::Error>> {
         func.get_init_data().emit(output);
         Ok(())
     }
