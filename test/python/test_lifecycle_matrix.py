@@ -13,7 +13,6 @@ test/python/matrix_child.py and test/node/lifecycle.mjs.
 from __future__ import annotations
 
 import datetime
-import json
 import shutil
 import signal
 import subprocess
@@ -39,6 +38,7 @@ from matrix_util import (
     run_child,
     run_unchecked,
 )
+from test_cli import json_results
 from test_versions import DDL, UPSERT, squash
 
 NODE_DIR = ROOT / "test" / "node"
@@ -257,19 +257,6 @@ def cli():
     if not CLI.is_file():
         pytest.fail(f"duckdb CLI not found at {CLI} (run `make venv`)", pytrace=False)
     return CLI
-
-
-def json_results(text: str) -> list:
-    """The CLI's -json mode prints one JSON array per result set."""
-    dec = json.JSONDecoder()
-    out, i = [], 0
-    while True:
-        while i < len(text) and text[i].isspace():
-            i += 1
-        if i >= len(text):
-            return out
-        value, i = dec.raw_decode(text, i)
-        out.append(value)
 
 
 def run_cli(cli, script: str, *args) -> list:
