@@ -38,16 +38,21 @@ def make_source(con, rows):
         FROM range({rows}) t(i)""")
 
 
-NATIVE_BUILD = """
+def native_build_sql(fct: str, mart: str) -> str:
+    """The native baseline of a build: the same fact and rollup in plain SQL, one transaction."""
+    return f"""
 BEGIN;
-CREATE OR REPLACE TABLE fct_native AS
+CREATE OR REPLACE TABLE {fct} AS
   SELECT CAST(order_id AS BIGINT) AS order_id, company, CAST(order_day AS DATE) AS order_day,
          CAST(revenue AS BIGINT) AS revenue FROM src;
-CREATE OR REPLACE TABLE mart_native AS
-  SELECT company, order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue FROM fct_native
+CREATE OR REPLACE TABLE {mart} AS
+  SELECT company, order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue FROM {fct}
   GROUP BY company, order_day ORDER BY company, order_day;
 COMMIT;
 """
+
+
+NATIVE_BUILD = native_build_sql("fct_native", "mart_native")
 
 DASHBOARD = "SELECT order_day, revenue FROM mart_daily WHERE company = $1 ORDER BY revenue DESC, order_day ASC"
 

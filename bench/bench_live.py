@@ -57,6 +57,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from bench import native_build_sql
+
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 COMPANIES = 50
 DAYS = 365
@@ -66,16 +68,7 @@ LAKE_SCHEMA = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("com
 OURS_DASH = "SELECT * FROM serving_dashboard($1)"
 NATIVE_DASH_MART = "SELECT order_day, revenue FROM mart WHERE company = $1 ORDER BY revenue DESC, order_day"
 NATIVE_DASH_SERVED = "SELECT order_day, revenue FROM mart_daily WHERE company = $1 ORDER BY revenue DESC, order_day"
-NATIVE_REPLACE = """
-BEGIN;
-CREATE OR REPLACE TABLE fct AS
-  SELECT CAST(order_id AS BIGINT) AS order_id, company, CAST(order_day AS DATE) AS order_day,
-         CAST(revenue AS BIGINT) AS revenue FROM src;
-CREATE OR REPLACE TABLE mart AS
-  SELECT company, order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue FROM fct
-  GROUP BY company, order_day ORDER BY company, order_day;
-COMMIT;
-"""
+NATIVE_REPLACE = native_build_sql("fct", "mart")
 COMPANY_NAMES = [f"company_{i}" for i in range(COMPANIES)]
 FAILURES = []
 
