@@ -102,10 +102,17 @@ def make_changes(con, n, seed, recent):
     (late corrections); otherwise uniformly over all history (the worst case)."""
     pool = f"(SELECT order_id FROM fct_orders WHERE order_id >= (SELECT max(order_id) FROM fct_orders) - {REFRESH_ORDERS // 50})" \
         if recent else "fct_orders"
-    con.execute(f"""
+    con.execute(changes_sql(pool, n, seed, "(SELECT max(order_id) FROM fct_orders) + 1"))
+
+
+def changes_sql(pool: str, n: int, seed: int, first_new_id: str) -> str:
+    """`changes`: 80% of n picked from `pool` (a relation with order_id) — every 8th of them
+    cancelled, the rest corrected or moved — and 20% new orders numbered from `first_new_id`."""
+    picked = int(n * 0.8)
+    return f"""
         CREATE OR REPLACE TABLE changes AS
         WITH picked AS (
-            SELECT order_id, row_number() OVER () AS k FROM {pool} USING SAMPLE {int(n * 0.8)} ROWS (reservoir, {seed}))
+            SELECT order_id, row_number() OVER () AS k FROM {pool} USING SAMPLE {picked} ROWS (reservoir, {seed}))
         SELECT order_id,
                CASE WHEN k % 8 = 0 THEN NULL ELSE 'company_' || (hash(order_id + {seed}) % {COMPANIES}) END AS company,
                CASE WHEN k % 8 = 0 THEN NULL ELSE DATE '2024-01-01' + CAST(hash(order_id * {seed}) % {DAYS} AS INTEGER) END AS order_day,
@@ -113,9 +120,10 @@ def make_changes(con, n, seed, recent):
                k % 8 = 0 AS deleted
         FROM picked
         UNION ALL
-        SELECT (SELECT max(order_id) FROM fct_orders) + 1 + i, 'company_' || (i % {COMPANIES}),
-               DATE '2024-01-01' + CAST(i % {DAYS} AS INTEGER), i % 777, false
-        FROM range({n - int(n * 0.8)}) t(i)""")
+        SELECT {first_new_id} + i, 'company_' || (hash(i + {seed}) % {COMPANIES}),
+               DATE '2024-01-01' + CAST(hash(i * 3 + {seed}) % {DAYS} AS INTEGER),
+               CAST(hash(i + 11 * {seed}) % 100000 AS BIGINT) - 5000, false
+        FROM range({n - picked}) t(i)"""
 
 
 def bench_refresh(con, runs):

@@ -57,11 +57,9 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from bench import native_build_sql
+from bench import COMPANIES, DAYS, changes_sql, native_build_sql
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
-COMPANIES = 50
-DAYS = 365
 LAKE_SCHEMA = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
                          ("order_day", pa.date32()), ("revenue", pa.int64())])
 
@@ -515,26 +513,9 @@ class Truth:
         """`changes`: n changed orders, 70% corrections/moves and 10% cancellations of orders among
         the latest `recent_window` ids, 20% new orders."""
         self.seed += 1
-        picked, new = int(n * 0.8), n - int(n * 0.8)
-        s = self.seed
-        self.con.execute(f"""
-            CREATE OR REPLACE TABLE changes AS
-            WITH picked AS (
-                SELECT order_id, row_number() OVER () AS k
-                FROM (SELECT order_id FROM truth WHERE order_id >= {self.next_id - recent_window})
-                USING SAMPLE {picked} ROWS (reservoir, {s}))
-            SELECT order_id,
-                   CASE WHEN k % 8 = 0 THEN NULL ELSE 'company_' || (hash(order_id + {s}) % {COMPANIES}) END AS company,
-                   CASE WHEN k % 8 = 0 THEN NULL ELSE DATE '2024-01-01' + CAST(hash(order_id * {s}) % {DAYS} AS INTEGER) END AS order_day,
-                   CASE WHEN k % 8 = 0 THEN NULL ELSE CAST(hash(order_id + 7 * {s}) % 100000 AS BIGINT) - 5000 END AS revenue,
-                   k % 8 = 0 AS deleted
-            FROM picked
-            UNION ALL
-            SELECT {self.next_id} + i, 'company_' || (hash(i + {s}) % {COMPANIES}),
-                   DATE '2024-01-01' + CAST(hash(i * 3 + {s}) % {DAYS} AS INTEGER),
-                   CAST(hash(i + 11 * {s}) % 100000 AS BIGINT) - 5000, false
-            FROM range({new}) t(i)""")
-        self.next_id += new
+        pool = f"(SELECT order_id FROM truth WHERE order_id >= {self.next_id - recent_window})"
+        self.con.execute(changes_sql(pool, n, self.seed, str(self.next_id)))
+        self.next_id += n - int(n * 0.8)
 
     def apply(self):
         self.con.execute("""

@@ -27,8 +27,9 @@ import stat
 import sys
 import tempfile
 import traceback
-from collections import defaultdict
 from pathlib import Path
+
+from conftest import oracle as conftest_oracle
 
 # ------------------------------------------------------------------------------------------------
 # Values across the pipe: JSON plus a few tagged types.
@@ -91,15 +92,8 @@ def change_rows():
 
 
 def oracle(rows):
-    cells = defaultdict(int)
-    for _oid, company, day, revenue in rows:
-        cells[(company, day)] += revenue
-    out = defaultdict(list)
-    for (company, day), revenue in cells.items():
-        out[company].append((day, revenue))
-    for lst in out.values():
-        lst.sort(key=lambda dr: (-dr[1], dr[0]))
-    return dict(out)
+    """Per-company dashboard answers, by the suite's one pure-Python oracle."""
+    return conftest_oracle(rows)[0]
 
 
 # One statement (statements are what costs here): a multiset hash of every serving table, the
