@@ -2,8 +2,10 @@
 the oracle's answers there."""
 from __future__ import annotations
 
+import csv
 import datetime
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -162,3 +164,67 @@ def test_cli_exit_keeps_file_database_intact(cli, ext_path, tmp_path):
     assert json_results(p.stdout) == [[{"n": 15, "s": str(sum(range(1000)))}]]
     # ... and the plain CLI run above checkpointed it.
     assert not Path(str(db) + ".wal").exists(), f"WAL still present after a plain open (left at exit: {wal_left})"
+
+
+def test_cli_script_build_refresh_reconcile_lake(cli, ext_path, tmp_path):
+    """The whole flow as one SQL script run by the CLI (`duckdb -unsigned -json -bail -f script.sql`):
+    build, dashboards, a refresh of corrected/moved/cancelled/late orders, the dashboards again,
+    reconcile, status, and a paimon_scan of a table written by pypaimon. Oracles: the rows and
+    changes generated here, applied in plain Python, and pypaimon's own read of the table."""
+    from binding_util import apply_changes, random_changes, write_orders_lake
+
+    rows, companies = gen_rows(74, 8_000, 10, 60)
+    state = {oid: (company, day, revenue) for oid, company, day, revenue in rows}
+    days = sorted({day for _, _, day, _ in rows})
+    changes = random_changes(random.Random(74), state, companies, days, next_id=2**62 + 1)
+    counts = apply_changes(state, changes)
+    after, _ = oracle([(oid, *v) for oid, v in state.items()])
+    before, _ = oracle(rows)
+    lake, lake_rows, _ = write_orders_lake(tmp_path / "wh")
+
+    orders_csv = write_csv(tmp_path / "orders.csv", rows)
+    changes_csv = tmp_path / "changes.csv"
+    with open(changes_csv, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["order_id", "company", "order_day", "revenue", "deleted"])
+        for oid, company, day, revenue, deleted in changes:
+            w.writerow([oid, company, day.isoformat() if day else None, revenue, str(deleted).lower()])
+    dash = ("SELECT CAST(order_day AS VARCHAR) AS order_day, CAST(revenue AS VARCHAR) AS revenue "
+            "FROM serving_dashboard({});\n")
+    script = (
+        f"LOAD {sql_literal(ext_path)};\n"
+        f"CREATE TABLE src AS SELECT * FROM read_csv({sql_literal(str(orders_csv))}, header = true, "
+        f"quote = '\"', escape = '\"', columns = {COLUMNS});\n"
+        "SELECT fct_rows, mart_rows FROM serving_build('src');\n"
+        + "".join(dash.format(sql_literal(c)) for c in companies)
+        + f"CREATE TABLE changes AS SELECT * FROM read_csv({sql_literal(str(changes_csv))}, header = true, "
+        f"quote = '\"', escape = '\"', columns = {COLUMNS[:-1]}, 'deleted': 'BOOLEAN'}});\n"
+        "SELECT inserted, updated, deleted, ignored_deletes FROM serving_refresh('changes');\n"
+        + "".join(dash.format(sql_literal(c)) for c in companies)
+        + "SELECT count(*) AS n FROM serving_reconcile();\n"
+        "SELECT refreshes, last_reconcile_clean FROM serving_status();\n"
+        "SELECT order_id, company, CAST(order_day AS VARCHAR) AS order_day, revenue "
+        f"FROM paimon_scan({sql_literal(lake)}) ORDER BY order_id;\n"
+    )
+    script_path = tmp_path / "flow.sql"
+    script_path.write_text(script, encoding="utf-8")
+    try:
+        p = subprocess.run([str(cli), "-unsigned", "-json", "-bail", "-f", str(script_path)],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"duckdb CLI hung for {TIMEOUT}s on {script_path}: {e.stdout!r} {e.stderr!r}")
+    assert p.returncode == 0 and not p.stderr, f"rc={p.returncode}\nstderr:\n{p.stderr}"
+    results = json_results(p.stdout)
+    n = len(companies)
+    assert len(results) == 1 + n + 1 + n + 3, p.stdout[:2000]
+    assert results[0] == [{"fct_rows": len(rows), "mart_rows": sum(len(v) for v in before.values())}]
+    for company, result in zip(companies, results[1:1 + n]):
+        assert as_rows(result) == before[company], f"before refresh: {company}"
+    refreshed = results[1 + n]
+    assert [tuple(r.values()) for r in refreshed] == [counts]
+    for company, result in zip(companies, results[2 + n:2 + 2 * n]):
+        assert as_rows(result) == after.get(company, []), f"after refresh: {company}"
+    assert results[-3] == [{"n": 0}]
+    assert results[-2] == [{"refreshes": 1, "last_reconcile_clean": True}]
+    assert [(r["order_id"], r["company"], datetime.date.fromisoformat(r["order_day"]), r["revenue"])
+            for r in results[-1]] == lake_rows
