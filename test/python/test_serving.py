@@ -435,11 +435,22 @@ def test_company_with_more_days_than_one_vector(con, n_days):
     assert dashboard(con, "Short") == [(start, 1)]
 
 
+SERVING_TABLES = ["fct_orders", "mart_daily", "serving_mart_counts", "serving_meta"]
+
+
+def serving_table_places(con) -> set:
+    return set(con.execute(
+        "SELECT database_name, schema_name, table_name FROM duckdb_tables() WHERE NOT temporary "
+        "AND table_name IN ('fct_orders', 'mart_daily', 'serving_mart_counts', 'serving_meta')").fetchall())
+
+
 @pytest.mark.parametrize("how", ["search_path", "use"])
 def test_unqualified_source_resolves_like_the_callers_session(con, tmp_path, how):
-    """The caller's session decides what an unqualified name means. serving_build('src') must
-    read the table the caller's own `SELECT * FROM src` reads, or refuse; silently building from
-    a different same-named table would serve wrong numbers."""
+    """README (lifecycle): unqualified names resolve through the caller's search_path, so `USE other`
+    or `SET search_path = 'staging'` apply to sources and to where the serving tables live; a build
+    puts every serving table in the caller's current schema. serving_build('src') must read the
+    table the caller's own `SELECT * FROM src` reads (never the same-named decoy in memory.main)
+    and create the layer there."""
     decoy, _ = gen_rows(35, 1_000, 4, 10)
     real, real_companies = gen_rows(36, 3_000, 6, 20)
     load_table(con, "memory.main.src", decoy, tmp_path)
@@ -447,20 +458,24 @@ def test_unqualified_source_resolves_like_the_callers_session(con, tmp_path, how
         con.execute("CREATE SCHEMA staging")
         load_table(con, "staging.src", real, tmp_path)
         con.execute("SET search_path = 'staging'")
+        home = ("memory", "staging")
     else:
         con.execute(f"ATTACH {sql_literal(str(tmp_path / 'other.duckdb'))} AS other")
         load_table(con, "other.main.src", real, tmp_path)
         con.execute("USE other")
+        home = ("other", "main")
     # What the caller means by "src":
     assert con.execute("SELECT count(*) FROM src").fetchone()[0] == len(real)
-    try:
-        summary = build(con, "src")
-    except duckdb.Error:
-        return  # refusing an ambiguous name is acceptable
-    assert summary["fct_rows"] == len(real) and summary["total_revenue"] == sum(r[3] for r in real), (
-        f"serving_build('src') built from a different table than the caller's `src` "
-        f"(fct_rows {summary['fct_rows']}, expected {len(real)}; the decoy has {len(decoy)})"
+    assert_summary(build(con, "src"), real, "src")
+    assert serving_table_places(con) == {(*home, t) for t in SERVING_TABLES}, (
+        "the serving tables must all live in the caller's current schema and nowhere else"
     )
+    q = ".".join(f'"{p}"' for p in home)
+    fct = con.execute(f"SELECT order_id, company, order_day, revenue FROM {q}.fct_orders ORDER BY order_id").fetchall()
+    assert fct == sorted(real)
+    assert_tables_match(con, real)  # unqualified, through the caller's session
+    assert_every_company(con, real, real_companies)
+    assert con.execute("SELECT count(*) FROM serving_reconcile()").fetchone()[0] == 0
 
 
 def test_a_second_layer_under_another_search_path_leaves_the_first_intact(con, tmp_path):
