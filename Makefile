@@ -13,7 +13,7 @@ PY := $(VENV)/bin/python
 # Node lifecycle tests: @duckdb/node-api at the exact version in test/node/package-lock.json.
 NODE_STAMP := test/node/node_modules/.installed
 
-.PHONY: all release debug venv node-deps test unit sqllogictest pytest demo bench clean fuzz
+.PHONY: all release debug venv node-deps test unit sqllogictest pytest demo bench clean fuzz wheel
 all: release
 
 release:
@@ -54,7 +54,12 @@ sqllogictest: release venv
 	$(SLT_ENV) $(VENV15)/bin/python scripts/sqllogictest.py $(SLT_ARGS) test/sql
 	$(SLT_ENV) $(VENV20)/bin/python scripts/sqllogictest.py $(SLT_ARGS) test/sql
 
-pytest: release venv node-deps
+# The Python package: build/wheel/streamhouse-<version>-py3-none-<platform>.whl, the release artifact
+# plus python/streamhouse; the platform tag is computed from what the artifact links.
+wheel: release
+	python3 scripts/build_wheel.py build/release/$(EXT) build/wheel
+
+pytest: release venv node-deps wheel
 	$(PY) -m pytest -q test/python
 
 test: unit sqllogictest pytest
