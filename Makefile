@@ -71,6 +71,7 @@ bench: release venv
 	$(PY) bench/bench.py build/release/$(EXT)
 	$(PY) bench/bench_lake.py build/release/$(EXT)
 	$(PY) bench/bench_live.py build/release/$(EXT)
+	$(PY) bench/bench_scale.py build/release/$(EXT)
 
 # The hostile-argument fuzz test with many more random cases than `make test` runs (FUZZ_SEED=1
 # there), from a time-based seed it prints; FUZZ_SEED=<n> make fuzz replays a run.

@@ -1,0 +1,770 @@
+#!/usr/bin/env python3
+"""The lake at scale (part of make bench): issue 10's targets on a 10M-row Paimon primary-key table.
+
+The table: order_id BIGINT key and eight more columns (company, customer_id, order_day, revenue,
+tax DECIMAL(18,2), discount DOUBLE, status, updated_at TIMESTAMP), merge-engine partial-update,
+4 buckets, written by pypaimon in 5 commits: each commit inserts a fifth of the orders, and every
+commit after the first also partially updates 1/8 of the orders written before it (status and
+updated_at always; revenue+tax, order_day, company, discount only sometimes, the rest NULL, which
+partial-update must not let overwrite). About 22% of the keys end up rewritten. The table (and a
+DuckDB file holding its merged state, computed from the generator's own SQL) is cached under
+build/bench-data/<rows>/, so a rerun skips generation.
+
+Every reader runs in a fresh Python + DuckDB subprocess, timed inside it (each run printed, the
+median used), its peak RSS (VmHWM) read inside it after its runs:
+  all-column   the same query touching every column (count, sums, hashes) over
+               paimon_scan (merged) / read_parquet over the snapshot's data files (no merge: the
+               decode floor) / pypaimon_rust's streaming read fed to DuckDB
+  one-column   SUM(revenue) on paimon_scan and read_parquet (and pypaimon_rust with a projection)
+  build        serving_build('paimon:<table>') vs serving_build of a DuckDB table holding the same
+               merged rows
+  s3           the all-column paimon_scan against a moto S3 server on 127.0.0.1
+Correctness first: paimon_scan's aggregates must equal the generator's merged state and
+pypaimon_rust's read exactly, and both builds must produce the same mart, else MISMATCH, exit 1.
+
+Targets (issue 10): paimon_scan <= 3x read_parquet time; paimon_scan peak RSS <= 2x read_parquet's
++ 100 MB; lake build <= paimon_scan time + 1.3x the native build. A miss is printed as MISS (exit 0
+unless --strict). Results also go to build/bench-scale.json.
+
+Usage: bench_scale.py EXTENSION [--rows N] [--repeat N] [--quick] [--threads N] [--only a,b]
+       [--strict]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "build" / "bench-data"
+RESULTS = ROOT / "build" / "bench-scale.json"
+# Bump when the generated table changes (columns, commits, distributions): cached data of another
+# format is regenerated.
+FORMAT = 1
+COMMITS = 5
+BUCKETS = 4
+COMPANIES = 50
+S3_READY = Path("/tmp/sh-lead/s3-ready")
+
+# The query touching every column, the same text on every side (`{src}` is the relation). Every
+# aggregate is exact (integers, DECIMAL, hashes), so readers can be compared for equality.
+ALL_COLUMNS = """SELECT count(*) AS n, sum(order_id) AS order_id, count(company) AS company_n,
+  sum(hash(company)) AS company, sum(customer_id) AS customer_id,
+  sum(order_day - DATE '2000-01-01') AS order_day, sum(revenue) AS revenue, sum(tax) AS tax,
+  count(discount) AS discount_n, sum(hash(discount)) AS discount, sum(hash(status)) AS status,
+  sum(epoch_us(updated_at)) AS updated_at FROM {src}"""
+ONE_COLUMN = "SELECT sum(revenue) AS revenue FROM {src}"
+# What a build leaves in the mart, compared between the lake build and the native one.
+MART_CHECK = """SELECT (SELECT count(*) FROM fct_orders), count(*), sum(revenue),
+  sum(hash(company, order_day, revenue)) FROM mart_daily"""
+
+
+def sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+# ----------------------------------------------------------------------------------------------
+# Generation
+# ----------------------------------------------------------------------------------------------
+
+
+def schema():
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("order_id", pa.int64(), nullable=False),
+            ("company", pa.string()),
+            ("customer_id", pa.int64()),
+            ("order_day", pa.date32()),
+            ("revenue", pa.int64()),
+            ("tax", pa.decimal128(18, 2)),
+            ("discount", pa.float64()),
+            ("status", pa.string()),
+            ("updated_at", pa.timestamp("us")),
+        ]
+    )
+
+
+def new_orders_sql(lo: int, hi: int) -> str:
+    """Orders lo..hi-1 as first written: every column set, discount NULL for a quarter."""
+    return f"""SELECT i AS order_id, 'company_' || (hash(i) % {COMPANIES}) AS company,
+        CAST(hash(i * 3) % 200000 AS BIGINT) AS customer_id,
+        DATE '2026-01-01' + CAST(hash(i * 7) % 365 AS INTEGER) AS order_day,
+        CAST(hash(i * 13) % 100000 AS BIGINT) AS revenue,
+        CAST((hash(i * 13) % 100000) * 8 / 100.0 AS DECIMAL(18,2)) AS tax,
+        CASE WHEN hash(i * 5) % 4 = 0 THEN NULL ELSE (hash(i * 5) % 300) / 1000.0 END AS discount,
+        'new' AS status,
+        TIMESTAMP '2026-01-01' + to_microseconds(CAST(i * 997 AS BIGINT)) AS updated_at
+        FROM range({lo}, {hi}) t(i)"""
+
+
+def updates_sql(c: int, hi: int) -> str:
+    """Commit c's partial updates: 1/8 of the orders 0..hi-1 (written by earlier commits). NULL
+    means 'unchanged' under partial-update."""
+    return f"""SELECT {c} AS c, i AS order_id,
+        CASE WHEN hash(i * 37 + {c}) % 20 = 0 THEN 'company_' || (hash(i * 41 + {c}) % {COMPANIES}) END AS company,
+        NULL::BIGINT AS customer_id,
+        CASE WHEN hash(i * 11 + {c}) % 5 = 0
+             THEN DATE '2026-01-01' + CAST(hash(i * 17 + {c}) % 365 AS INTEGER) END AS order_day,
+        CASE WHEN hash(i * 19 + {c}) % 2 = 0 THEN CAST(hash(i * 23 + {c}) % 100000 AS BIGINT) END AS revenue,
+        CASE WHEN hash(i * 19 + {c}) % 2 = 0
+             THEN CAST((hash(i * 23 + {c}) % 100000) * 8 / 100.0 AS DECIMAL(18,2)) END AS tax,
+        CASE WHEN hash(i * 29 + {c}) % 3 = 0 THEN (hash(i * 29 + {c}) % 300) / 1000.0 END AS discount,
+        ['paid', 'shipped', 'delivered', 'returned'][{c}] AS status,
+        TIMESTAMP '2026-03-01' + to_microseconds(CAST(i * 991 + {c} * 86400000000 AS BIGINT)) AS updated_at
+        FROM range(0, {hi}) t(i) WHERE hash(i * 31 + {c}) % 8 = 0"""
+
+
+def fast_pypaimon_writer():
+    """pypaimon 2.1's primary-key writer is pure Python per row in two places: the bucket hash
+    and the fold of same-key rows in a write buffer (about 60 us/row: 10M rows would take 10+
+    minutes on this machine). Replace both by exact vectorized equivalents:
+      - the bucket of a single BIGINT key: Paimon's murmur hash of its 16-byte BinaryRow, in
+        numpy; checked against pypaimon's own function on a sample of every batch;
+      - the fold: a buffer whose keys are all distinct and all +I folds to itself (each commit
+        here writes each key once), so it is returned as is; anything else takes pypaimon's path.
+    The files written are the ones pypaimon writes (same buckets, same rows, same sort)."""
+    import numpy as np
+    import pyarrow as pa
+    from pypaimon.write import row_key_extractor as rke
+    from pypaimon.write.writer.key_value_data_writer import KeyValueDataWriter
+
+    m32 = np.uint64(0xFFFFFFFF)
+
+    def mix(h, k):
+        k = (k * np.uint64(0xCC9E2D51)) & m32
+        k = ((k << np.uint64(15)) | (k >> np.uint64(17))) & m32
+        k = (k * np.uint64(0x1B873593)) & m32
+        h = h ^ k
+        h = ((h << np.uint64(13)) | (h >> np.uint64(19))) & m32
+        return (h * np.uint64(5) + np.uint64(0xE6546B64)) & m32
+
+    def buckets_bigint(keys, n):
+        u = keys.astype(np.int64).view(np.uint64)
+        zero = np.zeros_like(u)
+        h = np.full_like(u, 42)
+        for word in (zero, zero, u & m32, u >> np.uint64(32)):  # 8-byte header, then the long
+            h = mix(h, word)
+        h = h ^ np.uint64(16)
+        h ^= h >> np.uint64(16)
+        h = (h * np.uint64(0x85EBCA6B)) & m32
+        h ^= h >> np.uint64(13)
+        h = (h * np.uint64(0xC2B2AE35)) & m32
+        h ^= h >> np.uint64(16)
+        signed = h.astype(np.int64)
+        signed = np.where(signed >= 1 << 31, signed - (1 << 32), signed)
+        return np.abs(np.fmod(signed, n))
+
+    original_buckets = rke.FixedBucketRowKeyExtractor._extract_buckets_batch
+
+    def extract_buckets(self, data):
+        fields = self._bucket_key_fields
+        if len(fields) != 1 or str(fields[0].type).split()[0].upper() != "BIGINT":
+            return original_buckets(self, data)
+        col = self._input_columns(data, self.bucket_key_indices)[0]
+        if col.null_count:
+            return original_buckets(self, data)
+        buckets = buckets_bigint(col.to_numpy(zero_copy_only=False), self.num_buckets)
+        sample = list(range(0, len(buckets), max(1, len(buckets) // 500)))[:500]
+        expected = original_buckets(self, data.take(pa.array(sample, pa.int64())))
+        if expected != buckets[sample].tolist():
+            raise AssertionError("vectorized bucket hash disagrees with pypaimon's")
+        return buckets.tolist()
+
+    original_fold = KeyValueDataWriter._merge_pending_by_pk
+
+    def fold(self, data):
+        if data.num_rows >= 2 and len(self.trimmed_primary_keys) == 1:
+            keys = data.column(0).to_numpy(zero_copy_only=False)  # sorted by key: see _flush_all
+            kinds = data.column(2).to_numpy(zero_copy_only=False)  # _VALUE_KIND
+            if (keys[1:] != keys[:-1]).all() and (kinds == 0).all():
+                return data
+        return original_fold(self, data)
+
+    rke.FixedBucketRowKeyExtractor._extract_buckets_batch = extract_buckets
+    KeyValueDataWriter._merge_pending_by_pk = fold
+
+
+def generate(rows: int, out: Path) -> dict:
+    """Writes the table and the merged state to `out` (via a temporary sibling, renamed when
+    complete) and returns its meta."""
+    import duckdb
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from paimon_write import commit, create_table, open_warehouse
+
+    fast_pypaimon_writer()
+    tmp = out.with_name(out.name + f".tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    started = time.perf_counter()
+    sch = schema()
+    table = create_table(
+        open_warehouse(tmp / "wh"),
+        "orders",
+        sch,
+        ["order_id"],
+        {"bucket": str(BUCKETS), "merge-engine": "partial-update"},
+    )
+    con = duckdb.connect(config={"memory_limit": "3GB", "temp_directory": str(tmp / "duckdb-tmp")})
+    con.execute("CREATE TABLE updates AS " + updates_sql(0, 0) + " LIMIT 0")
+    per = rows // COMMITS
+    written = 0
+    for c in range(COMMITS):
+        t = time.perf_counter()
+        lo, hi = c * per, rows if c == COMMITS - 1 else (c + 1) * per
+        if c > 0:
+            con.execute(f"INSERT INTO updates {updates_sql(c, lo)}")
+        batch = (
+            con.sql(f"""{new_orders_sql(lo, hi)} UNION ALL
+            SELECT * EXCLUDE (c) FROM updates WHERE c = {c}""")
+            .to_arrow_table()
+            .cast(sch)
+        )
+        t_sql = time.perf_counter() - t
+        commit(table, sch, batch)
+        written += batch.num_rows
+        print(
+            f"  generate: commit {c + 1}/{COMMITS}: {batch.num_rows:,} rows "
+            f"({hi - lo:,} new, {batch.num_rows - (hi - lo):,} partial updates)  "
+            f"sql {t_sql:.1f} s  pypaimon write {time.perf_counter() - t - t_sql:.1f} s",
+            flush=True,
+        )
+        del batch
+    write_seconds = time.perf_counter() - started
+
+    # The merged state, from the generator's own rows: each column's latest non-NULL value.
+    t = time.perf_counter()
+    cols = [f.name for f in sch][1:]
+    latest = ", ".join(f"arg_max({c}, c) FILTER (WHERE {c} IS NOT NULL) AS {c}" for c in cols)
+    merged = ", ".join(f"coalesce(u.{c}, b.{c}) AS {c}" for c in cols)
+    con.execute(f"ATTACH {sql_str(str(tmp / 'merged.duckdb'))} AS m")
+    con.execute(f"""CREATE TABLE m.orders AS
+        WITH u AS (SELECT order_id, {latest} FROM updates GROUP BY order_id)
+        SELECT b.order_id, {merged} FROM ({new_orders_sql(0, rows)}) b LEFT JOIN u USING (order_id)
+        ORDER BY b.order_id""")
+    rewritten = con.execute("SELECT count(DISTINCT order_id) FROM updates").fetchone()[0]
+    expected_all = [str(v) for v in con.execute(ALL_COLUMNS.format(src="m.orders")).fetchone()]
+    expected_one = [str(v) for v in con.execute(ONE_COLUMN.format(src="m.orders")).fetchone()]
+    con.execute("DETACH m")
+    con.close()
+    oracle_seconds = time.perf_counter() - t
+
+    # The data files of the latest snapshot, as pypaimon's scan plans them (read_parquet's input).
+    files = []
+    for split in table.new_read_builder().new_scan().plan().splits():
+        files += [f.file_path if getattr(f, "file_path", None) else f.file_name for f in split.files]
+    table_dir = tmp / "wh" / "db.db" / "orders"
+    rel = sorted(
+        str(Path(f).relative_to(table_dir))
+        if Path(f).is_absolute()
+        else next(str(p.relative_to(table_dir)) for p in table_dir.glob(f"bucket-*/{f}"))
+        for f in files
+    )
+    on_disk = sorted(str(p.relative_to(table_dir)) for p in table_dir.glob("bucket-*/*.parquet"))
+    assert rel == on_disk, f"snapshot plans {len(rel)} data files, {len(on_disk)} on disk"
+    meta = {
+        "format": FORMAT,
+        "rows": rows,
+        "commits": COMMITS,
+        "buckets": BUCKETS,
+        "written_rows": written,
+        "rewritten_keys": rewritten,
+        "data_files": rel,
+        "data_bytes": sum((table_dir / f).stat().st_size for f in rel),
+        "generate_seconds": round(write_seconds, 2),
+        "oracle_seconds": round(oracle_seconds, 2),
+        "expected_all": expected_all,
+        "expected_one": expected_one,
+    }
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+    shutil.rmtree(tmp / "duckdb-tmp", ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return meta
+
+
+def dataset(rows: int) -> tuple[Path, dict, bool]:
+    out = DATA / str(rows)
+    try:
+        meta = json.loads((out / "meta.json").read_text())
+        if meta.get("format") == FORMAT and meta.get("rows") == rows:
+            return out, meta, True
+    except (OSError, ValueError):
+        pass
+    print(f"generating the {rows:,}-row table in {out} (cached for later runs) ...", flush=True)
+    return out, generate(rows, out), False
+
+
+# ----------------------------------------------------------------------------------------------
+# Children: one process per reader
+# ----------------------------------------------------------------------------------------------
+
+
+def peak_rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def same_every_run(out: dict, rows: list, key: str = "result") -> None:
+    """Keeps a run's result row (as strings) in out[key]; every run must give the same one."""
+    got = [str(v) for v in rows[0]] if rows else None
+    if key in out and out[key] != got:
+        raise AssertionError(f"{key} differs between runs: {out[key]} then {got}")
+    out[key] = got
+
+
+def child(spec: dict) -> dict:
+    import duckdb
+
+    out = {"times": []}
+    if spec["kind"] == "sql":
+        con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+        if spec.get("threads"):
+            con.execute(f"SET threads = {int(spec['threads'])}")
+        if spec.get("extension"):
+            con.execute(f"LOAD {sql_str(spec['extension'])}")
+        for stmt in spec.get("setup", []):
+            con.execute(stmt)
+        for _ in range(spec["repeat"]):
+            t = time.perf_counter()
+            rows = con.execute(spec["sql"]).fetchall()
+            out["times"].append(time.perf_counter() - t)
+            same_every_run(out, rows)
+            if spec.get("check"):  # what the statement left behind (a build's mart)
+                same_every_run(out, con.execute(spec["check"]).fetchall(), "check")
+    elif spec["kind"] == "pypaimon_rust":
+        import pyarrow as pa
+        from pypaimon_rust.datafusion import PaimonCatalog
+
+        con = duckdb.connect()
+        if spec.get("threads"):
+            con.execute(f"SET threads = {int(spec['threads'])}")
+        table = PaimonCatalog({"warehouse": spec["warehouse"]}).get_table("db.orders")
+        for _ in range(spec["repeat"]):
+            t = time.perf_counter()
+            rb = table.new_read_builder()
+            if spec.get("projection"):
+                rb = rb.with_projection(spec["projection"])
+            reader = rb.new_read().read_arrow(rb.new_scan().plan().splits())
+            first = reader.read_next_batch()
+            if first is None:
+                raise RuntimeError("pypaimon_rust read no batch")
+
+            def batches(first=first, reader=reader):
+                yield first
+                yield from reader
+
+            con.register("src", pa.RecordBatchReader.from_batches(first.schema, batches()))  # streamed
+            rows = con.execute(spec["sql"].format(src="src")).fetchall()
+            con.unregister("src")
+            out["times"].append(time.perf_counter() - t)
+            same_every_run(out, rows)
+    out["peak_rss_mb"] = peak_rss_mb()
+    return out
+
+
+def run_child(label: str, spec: dict) -> dict:
+    """Runs one reader in a fresh interpreter; returns its times, result and peak RSS. An error
+    is returned as {"error": ...} (the caller decides whether that is fatal)."""
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    try:
+        res = json.loads(p.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        res = {"error": f"exit {p.returncode}: " + " | ".join(p.stderr.strip().splitlines()[-3:])}
+    if "error" in res:
+        print(f"  {label:<34} ERROR: {res['error']}", flush=True)
+        return res
+    res["median"] = statistics.median(res["times"])
+    runs = " ".join(f"{x * 1e3:.0f}" for x in res["times"])
+    print(
+        f"  {label:<34} median {res['median'] * 1e3:8.1f} ms   peak RSS {res['peak_rss_mb']:6.0f} MB   "
+        f"runs (ms): {runs}   [process {wall:.1f} s]",
+        flush=True,
+    )
+    return res
+
+
+# ----------------------------------------------------------------------------------------------
+# S3 (moto server on 127.0.0.1)
+# ----------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_moto():
+    """A moto S3 server (moto's own server mode) on a free local port: (process, endpoint), or
+    (None, why not)."""
+    python = os.environ.get("SH_BENCH_MOTO_PYTHON", sys.executable)
+    probe = subprocess.run([python, "-c", "import moto.server"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return None, "moto is not installed: " + (probe.stderr.strip().splitlines() or ["?"])[-1]
+    port = free_port()
+    proc = subprocess.Popen(
+        [python, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return proc, f"http://127.0.0.1:{port}"
+        except OSError:
+            if proc.poll() is not None:
+                return None, f"the moto server exited ({proc.returncode})"
+            time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    return None, "the moto server did not start in 30 s"
+
+
+def upload(endpoint: str, warehouse: Path, bucket: str) -> float:
+    """Copies the warehouse to s3://bucket/wh/ (pyarrow's S3 client); returns the seconds taken."""
+    from pyarrow import fs
+
+    s3 = fs.S3FileSystem(
+        access_key="x",
+        secret_key="y",
+        region="us-east-1",
+        scheme="http",
+        endpoint_override=endpoint.removeprefix("http://"),
+        allow_bucket_creation=True,
+    )
+    t = time.perf_counter()
+    s3.create_dir(bucket)
+    fs.copy_files(str(warehouse), f"{bucket}/wh", source_filesystem=fs.LocalFileSystem(), destination_filesystem=s3)
+    return time.perf_counter() - t
+
+
+# ----------------------------------------------------------------------------------------------
+# Main
+# ----------------------------------------------------------------------------------------------
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("extension")
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="300k rows, 2 runs each (a smoke run)")
+    ap.add_argument("--threads", type=int, default=0, help="SET threads in every reader (default: DuckDB's)")
+    ap.add_argument("--only", default="", help="comma list of: all,one,rust,build,s3 (default all of them)")
+    ap.add_argument("--strict", action="store_true", help="exit 2 when a target is missed")
+    args = ap.parse_args()
+    if args.quick:
+        args.rows, args.repeat = 300_000, 2
+    only = set(filter(None, args.only.split(","))) or {"all", "one", "rust", "build", "s3"}
+    ext = str(Path(args.extension).resolve())
+    if not Path(ext).is_file():
+        sys.exit(f"bench_scale: no extension at {ext}")
+
+    data, meta, cached = dataset(args.rows)
+    table = data / "wh" / "db.db" / "orders"
+    files = [str(table / f) for f in meta["data_files"]]
+    scan = f"paimon_scan({sql_str(str(table))})"
+    parquet = "read_parquet([" + ", ".join(sql_str(f) for f in files) + "])"
+    src_commit = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "-1", "--format=%h", "--", "src"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--", "src", "Cargo.toml"], capture_output=True, text=True
+    ).stdout.strip()
+    print(
+        f"bench_scale: {meta['rows']:,} merged rows, {meta['written_rows']:,} rows written in {COMMITS} commits "
+        f"({meta['rewritten_keys'] / meta['rows']:.1%} of keys rewritten), {BUCKETS} buckets, "
+        f"{len(files)} data files, {meta['data_bytes'] / 2**20:.0f} MiB; merge-engine partial-update"
+    )
+    print(
+        f"  generation {meta['generate_seconds']:.1f} s (pypaimon writes) + {meta['oracle_seconds']:.1f} s "
+        f"(merged-state oracle){'  [cached: ' + str(data) + ']' if cached else ''}"
+    )
+    print(
+        f"  artifact {ext} ({Path(ext).stat().st_size / 2**20:.0f} MiB, "
+        f"built {time.strftime('%Y-%m-%d %H:%M', time.localtime(Path(ext).stat().st_mtime))}); "
+        f"src at {src_commit}{' + uncommitted changes' if dirty else ''}; "
+        f"threads {args.threads or 'default (' + str(os.cpu_count()) + ' cores)'}; {args.repeat} runs each"
+    )
+
+    def spec(sql, **kw):
+        return {"kind": "sql", "extension": ext, "sql": sql, "repeat": args.repeat, "threads": args.threads, **kw}
+
+    r, mismatches = {}, []
+
+    def check(label, got, expected):
+        if got is None or "error" in got:
+            return
+        if got["result"] != expected:
+            mismatches.append(label)
+            print(f"MISMATCH {label}: {got['result']} != expected {expected}", flush=True)
+
+    base = run_child("baseline (python+duckdb+LOAD)", spec("SELECT 1", repeat=1))
+    if "all" in only:
+        r["scan_all"] = run_child("paimon_scan, every column", spec(ALL_COLUMNS.format(src=scan)))
+        if "error" in r["scan_all"]:
+            sys.exit("bench_scale: paimon_scan failed")
+        check("paimon_scan vs merged state (every column)", r["scan_all"], meta["expected_all"])
+        r["parquet_all"] = run_child("read_parquet, every column", spec(ALL_COLUMNS.format(src=parquet)))
+    if "rust" in only:
+        r["rust_all"] = run_child(
+            "pypaimon_rust, every column",
+            {
+                "kind": "pypaimon_rust",
+                "warehouse": str(data / "wh"),
+                "sql": ALL_COLUMNS,
+                "repeat": args.repeat,
+                "threads": args.threads,
+            },
+        )
+        check("pypaimon_rust vs merged state (every column)", r["rust_all"], meta["expected_all"])
+    if "one" in only:
+        r["scan_one"] = run_child("paimon_scan, SUM(revenue)", spec(ONE_COLUMN.format(src=scan)))
+        check("paimon_scan vs merged state (SUM(revenue))", r["scan_one"], meta["expected_one"])
+        r["parquet_one"] = run_child("read_parquet, SUM(revenue)", spec(ONE_COLUMN.format(src=parquet)))
+        if "rust" in only:
+            r["rust_one"] = run_child(
+                "pypaimon_rust, SUM(revenue)",
+                {
+                    "kind": "pypaimon_rust",
+                    "warehouse": str(data / "wh"),
+                    "sql": ONE_COLUMN,
+                    "projection": ["order_id", "revenue"],
+                    "repeat": args.repeat,
+                    "threads": args.threads,
+                },
+            )
+            check("pypaimon_rust vs merged state (SUM(revenue))", r["rust_one"], meta["expected_one"])
+    if "build" in only:
+        lake = "paimon:" + str(table)
+        r["build_lake"] = run_child(
+            "serving_build('paimon:...')",
+            spec(f"SELECT fct_rows FROM serving_build({sql_str(lake)})", check=MART_CHECK),
+        )
+        r["build_native"] = run_child(
+            "serving_build(native table)",
+            spec(
+                "SELECT fct_rows FROM serving_build('src')",
+                check=MART_CHECK,
+                setup=[
+                    f"ATTACH {sql_str(str(data / 'merged.duckdb'))} AS m (READ_ONLY)",
+                    "CREATE TABLE src AS FROM m.orders",
+                    "DETACH m",
+                ],
+            ),
+        )
+        check("serving_build('paimon:...') fct_rows", r["build_lake"], [str(meta["rows"])])
+        check("serving_build(native table) fct_rows", r["build_native"], [str(meta["rows"])])
+        lake_mart, native_mart = r["build_lake"].get("check"), r["build_native"].get("check")
+        if lake_mart and native_mart and lake_mart != native_mart:
+            mismatches.append("lake build vs native build")
+            print(f"MISMATCH marts: lake {lake_mart} != native {native_mart}", flush=True)
+    s3_note = None
+    if "s3" in only:
+        proc, endpoint = start_moto()
+        if proc is None:
+            s3_note = f"s3: skipped ({endpoint})"
+            print("  " + s3_note)
+        else:
+            try:
+                up = upload(endpoint, data / "wh", "bench")
+                opts = (
+                    f"MAP {{'s3.endpoint': '{endpoint}', 's3.access-key': 'x', 's3.secret-key': 'y', "
+                    "'s3.region': 'us-east-1', 's3.path-style-access': 'true'}"
+                )
+                s3_scan = f"paimon_scan('s3://bench/wh/db.db/orders', options := {opts})"
+                print(
+                    f"  (table uploaded to moto at {endpoint} in {up:.1f} s; lead's s3-ready marker "
+                    f"{'present' if S3_READY.exists() else 'absent'})"
+                )
+                r["s3_all"] = run_child("paimon_scan on S3, every column", spec(ALL_COLUMNS.format(src=s3_scan)))
+                if "error" in r["s3_all"]:
+                    err = r["s3_all"]["error"].split(" LINE ")[0][:300]
+                    s3_note = (
+                        f"s3: FAILED although {S3_READY} says s3 is ready (error {err})"
+                        if S3_READY.exists()
+                        else f"s3: not supported by this build (error {err})"
+                    )
+                    print("  " + s3_note)
+                else:
+                    check("paimon_scan on S3 vs merged state", r["s3_all"], meta["expected_all"])
+            finally:
+                proc.terminate()
+                proc.wait(10)
+
+    # ------------------------------------------------------------------------------------------
+    def med(k):
+        v = r.get(k)
+        return None if v is None or "error" in v else v["median"]
+
+    def rss(k):
+        v = r.get(k)
+        return None if v is None or "error" in v else v["peak_rss_mb"]
+
+    def ms(x):
+        return "-" if x is None else f"{x * 1e3:,.0f} ms"
+
+    targets = []  # (name, measured, target, ok)
+    if med("scan_all") and med("parquet_all"):
+        ratio = med("scan_all") / med("parquet_all")
+        targets.append(
+            (
+                "paimon_scan / read_parquet time, every column",
+                f"{ms(med('scan_all'))} / {ms(med('parquet_all'))} = {ratio:.2f}x",
+                "<= 3.0x",
+                ratio <= 3.0,
+            )
+        )
+        limit = 2 * rss("parquet_all") + 100
+        targets.append(
+            (
+                "paimon_scan peak RSS, every column",
+                f"{rss('scan_all'):.0f} MB",
+                f"<= 2 x {rss('parquet_all'):.0f} + 100 = {limit:.0f} MB",
+                rss("scan_all") <= limit,
+            )
+        )
+    if med("build_lake") and med("build_native") and med("scan_all"):
+        limit = med("scan_all") + 1.3 * med("build_native")
+        targets.append(
+            (
+                "serving_build from the lake",
+                ms(med("build_lake")),
+                f"<= scan {ms(med('scan_all'))} + 1.3 x native {ms(med('build_native'))} = {ms(limit)}",
+                med("build_lake") <= limit,
+            )
+        )
+    info = []  # (name, value)
+    if med("scan_one") and med("parquet_one"):
+        info.append(
+            (
+                "one column (SUM(revenue)): paimon_scan / read_parquet",
+                f"{ms(med('scan_one'))} / {ms(med('parquet_one'))} = {med('scan_one') / med('parquet_one'):.2f}x",
+            )
+        )
+        if med("scan_all") and med("parquet_all"):
+            info.append(
+                (
+                    "one column / every column time: paimon_scan, read_parquet",
+                    f"{med('scan_one') / med('scan_all'):.2f}, {med('parquet_one') / med('parquet_all'):.2f}",
+                )
+            )
+    if med("rust_all") and med("scan_all"):
+        info.append(
+            (
+                "pypaimon_rust / paimon_scan, every column",
+                f"{ms(med('rust_all'))} / {ms(med('scan_all'))} = {med('rust_all') / med('scan_all'):.2f}x "
+                f"(> 1: paimon_scan faster); RSS {rss('rust_all'):.0f} MB",
+            )
+        )
+    if med("rust_one") and med("scan_one"):
+        info.append(
+            (
+                "pypaimon_rust / paimon_scan, SUM(revenue)",
+                f"{ms(med('rust_one'))} / {ms(med('scan_one'))} = {med('rust_one') / med('scan_one'):.2f}x",
+            )
+        )
+    if rss("scan_one") is not None:
+        info.append(
+            ("peak RSS one column: paimon_scan / read_parquet", f"{rss('scan_one'):.0f} / {rss('parquet_one'):.0f} MB")
+        )
+    if med("build_lake") and med("build_native"):
+        info.append(
+            (
+                "build peak RSS: lake / native (native holds its source table)",
+                f"{rss('build_lake'):.0f} / {rss('build_native'):.0f} MB",
+            )
+        )
+    if med("s3_all") and med("scan_all"):
+        info.append(
+            (
+                "paimon_scan on S3 (moto) / local, every column",
+                f"{ms(med('s3_all'))} / {ms(med('scan_all'))} = {med('s3_all') / med('scan_all'):.2f}x; "
+                f"RSS {rss('s3_all'):.0f} MB",
+            )
+        )
+    elif s3_note:
+        info.append(("s3", s3_note))
+    if "error" not in base:
+        info.append(("baseline process peak RSS (python + duckdb + LOAD)", f"{base['peak_rss_mb']:.0f} MB"))
+
+    print(f"\nresults ({meta['rows']:,} rows, medians of {args.repeat}; src {src_commit}{'+dirty' if dirty else ''}):")
+    w = max([len(t[0]) for t in targets] + [len(i[0]) for i in info] + [10])
+    for name, measured, target, ok in targets:
+        print(f"  {name:<{w}}  {measured:<32} target {target:<48} {verdict(ok)}")
+    for name, value in info:
+        print(f"  {name:<{w}}  {value}")
+    misses = [t[0] for t in targets if not t[3]]
+    print(
+        f"  generation: {meta['generate_seconds']:.1f} s{' (cached)' if cached else ''}; "
+        f"targets met {len(targets) - len(misses)}/{len(targets)}"
+        + (f"; MISSED: {'; '.join(misses)}" if misses else "")
+    )
+
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "rows": meta["rows"],
+                "written_rows": meta["written_rows"],
+                "rewritten_keys": meta["rewritten_keys"],
+                "commits": COMMITS,
+                "buckets": BUCKETS,
+                "data_files": len(files),
+                "data_bytes": meta["data_bytes"],
+                "generate_seconds": meta["generate_seconds"],
+                "repeat": args.repeat,
+                "threads": args.threads or None,
+                "src_commit": src_commit,
+                "src_dirty": bool(dirty),
+                "artifact": ext,
+                "readers": {
+                    k: {kk: v[kk] for kk in ("times", "median", "peak_rss_mb", "error") if kk in v}
+                    for k, v in r.items()
+                },
+                "baseline_rss_mb": base.get("peak_rss_mb"),
+                "targets": [{"name": n, "measured": m, "target": t, "pass": ok} for n, m, t, ok in targets],
+                "info": dict(info),
+                "mismatches": mismatches,
+            },
+            indent=1,
+        )
+    )
+    print(f"  (written to {RESULTS.relative_to(ROOT)})")
+    if mismatches:
+        print("MISMATCH: " + "; ".join(mismatches))
+        sys.exit(1)
+    if misses and args.strict:
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        try:
+            result = child(json.loads(sys.argv[2]))
+        except Exception as e:  # reported by the parent, which decides whether it is fatal
+            result = {"error": f"{type(e).__name__}: {' '.join(str(e).split())}"}
+        print(json.dumps(result))
+    else:
+        main()
