@@ -15,6 +15,7 @@ Usage: build_wheel.py ARTIFACT OUT_DIR
   from SOURCE_DATE_EPOCH (default 2000-01-01), so the same inputs give the same bytes.
 Standard library only: it runs with the system python3, like scripts/append_metadata.py.
 """
+
 from __future__ import annotations
 
 import base64
@@ -49,17 +50,18 @@ class Elf:
             raise SystemExit("build_wheel: the artifact is not a 64-bit little-endian ELF file")
         self.data = data
         (self.machine,) = struct.unpack_from("<H", data, 18)
-        shoff, = struct.unpack_from("<Q", data, 40)
+        (shoff,) = struct.unpack_from("<Q", data, 40)
         shentsize, shnum = struct.unpack_from("<HH", data, 58)
         self.sections = []
         for i in range(shnum):
             (_name, stype, _flags, _addr, offset, size, link, _info, _align, entsize) = struct.unpack_from(
-                "<IIQQQQIIQQ", data, shoff + i * shentsize)
+                "<IIQQQQIIQQ", data, shoff + i * shentsize
+            )
             self.sections.append((stype, offset, size, link, entsize))
 
     def _string(self, strtab: int, index: int) -> str:
         start = self.sections[strtab][1] + index
-        return self.data[start:self.data.index(b"\0", start)].decode()
+        return self.data[start : self.data.index(b"\0", start)].decode()
 
     def needed(self) -> list[str]:
         out = []
@@ -107,11 +109,27 @@ class Elf:
 # The manylinux policy (PEP 600, as auditwheel applies it) for what we check: libraries any
 # manylinux system provides, libgcc_s symbol versions present since manylinux_2_17 (x86_64), and
 # libc symbols refused below manylinux_2_24.
-GLIBC_LIBS = {"libc.so.6", "libm.so.6", "libdl.so.2", "librt.so.1", "libpthread.so.0", "libutil.so.1",
-              "libresolv.so.2", "libanl.so.1", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
+GLIBC_LIBS = {
+    "libc.so.6",
+    "libm.so.6",
+    "libdl.so.2",
+    "librt.so.1",
+    "libpthread.so.0",
+    "libutil.so.1",
+    "libresolv.so.2",
+    "libanl.so.1",
+    "ld-linux-x86-64.so.2",
+    "ld-linux-aarch64.so.1",
+}
 GCC_VERSIONS_2_17 = {"3.0", "3.3", "3.3.1", "3.4", "3.4.2", "3.4.4", "4.0.0", "4.2.0", "4.3.0", "4.7.0", "4.8.0"}
-BELOW_2_24_REFUSED = {"__cxa_thread_atexit_impl", "__issignaling", "__issignalingf", "__issignalingl",
-                      "pthread_getattr_default_np", "pthread_setattr_default_np"}
+BELOW_2_24_REFUSED = {
+    "__cxa_thread_atexit_impl",
+    "__issignaling",
+    "__issignalingf",
+    "__issignalingl",
+    "pthread_getattr_default_np",
+    "pthread_setattr_default_np",
+}
 
 
 def platform_tag(artifact: Path) -> tuple[str, str]:

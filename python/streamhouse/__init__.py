@@ -8,6 +8,7 @@
 The wheel carries the extension binary (`extension_path()`); `load` runs DuckDB's `LOAD` of it on
 a connection. The binary is not signed by DuckDB, so the connection must allow unsigned extensions.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,7 @@ try:
 except ImportError:  # a source checkout, not an installed wheel
     __version__ = "0+unknown"
 
-__all__ = ["__version__", "extension_path", "load", "LoadError"]
+__all__ = ["LoadError", "__version__", "extension_path", "load"]
 
 _ARTIFACT = "streamhouse.duckdb_extension"
 

@@ -1,6 +1,7 @@
 """description.yml, in the format of DuckDB's community-extensions repository (extension / repo /
 docs): the fields that repository requires, consistent with Cargo.toml, and a hello_world that runs
 against the artifact (Python and the duckdb CLI) with the dashboard its own rows imply."""
+
 from __future__ import annotations
 
 import datetime
@@ -13,15 +14,27 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT, connect, sql_literal
 from test_cli import json_results
 
 DESCRIPTION = ROOT / "description.yml"
 # DuckDB's platform names (what excluded_platforms may list).
-PLATFORMS = {"linux_amd64", "linux_arm64", "linux_amd64_musl", "linux_arm64_musl", "linux_amd64_gcc4", "osx_amd64",
-             "osx_arm64", "windows_amd64", "windows_arm64", "windows_amd64_mingw", "windows_amd64_rtools",
-             "wasm_mvp", "wasm_eh", "wasm_threads"}
+PLATFORMS = {
+    "linux_amd64",
+    "linux_arm64",
+    "linux_amd64_musl",
+    "linux_arm64_musl",
+    "linux_amd64_gcc4",
+    "osx_amd64",
+    "osx_arm64",
+    "windows_amd64",
+    "windows_arm64",
+    "windows_amd64_mingw",
+    "windows_amd64_rtools",
+    "wasm_mvp",
+    "wasm_eh",
+    "wasm_threads",
+}
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +113,12 @@ def test_hello_world_runs_against_the_artifact(hello):
 def test_hello_world_in_the_cli(desc, ext_path, hello):
     cli = Path(sys.executable).parent / "duckdb"
     sql = desc["docs"]["hello_world"]
-    p = subprocess.run([str(cli), "-unsigned", "-json", "-bail", "-c", f"LOAD {sql_literal(ext_path)};\n{sql}"],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [str(cli), "-unsigned", "-json", "-bail", "-c", f"LOAD {sql_literal(ext_path)};\n{sql}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0 and not p.stderr, p.stderr
     last = json_results(p.stdout)[-1]
     assert last, "hello_world returned no rows in the CLI"

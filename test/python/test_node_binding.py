@@ -3,12 +3,12 @@ test/node/binding.mjs runs LOAD, build, dashboard, refresh, reconcile, status, e
 exceptions, a lake scan and a lake build, and close, checking each against its own JavaScript
 oracle. Here: it must exit 0, and what it read from a Paimon table written by pypaimon must equal
 pypaimon's own read of that table."""
+
 from __future__ import annotations
 
 import shutil
 
 import pytest
-
 from binding_util import write_orders_lake
 from conftest import ROOT, oracle
 from matrix_util import result_of, run
@@ -22,8 +22,9 @@ def node():
     if exe is None:
         pytest.fail("`node` is not on PATH (Node.js >= 20 is needed for test/node)", pytrace=False)
     if not (NODE_DIR / "node_modules" / "@duckdb" / "node-api" / "package.json").is_file():
-        pytest.fail(f"{NODE_DIR / 'node_modules'} is missing: run `make node-deps` (npm ci in test/node)",
-                    pytrace=False)
+        pytest.fail(
+            f"{NODE_DIR / 'node_modules'} is missing: run `make node-deps` (npm ci in test/node)", pytrace=False
+        )
     return exe
 
 

@@ -4,6 +4,7 @@ METADATA, version = Cargo.toml's); a platform tag equal to what auditwheel (pinn
 scripts/requirements.txt) derives from the same binary; installed into a fresh venv with only the
 pinned duckdb, it imports, loads, serves, and explains the unsigned-extension refusal
 (wheel_smoke.py); on a DuckDB too old for the artifact the error names the version needed."""
+
 from __future__ import annotations
 
 import base64
@@ -16,7 +17,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 from matrix_util import python_of, run
 
@@ -44,13 +44,16 @@ def sha256(data: bytes) -> str:
 def wheel(ext_path) -> Path:
     wheels = sorted(WHEEL_DIR.glob("*.whl"))
     if len(wheels) != 1:
-        pytest.fail(f"expected exactly one wheel in {WHEEL_DIR}, found {[w.name for w in wheels]}: run `make wheel`",
-                    pytrace=False)
+        pytest.fail(
+            f"expected exactly one wheel in {WHEEL_DIR}, found {[w.name for w in wheels]}: run `make wheel`",
+            pytrace=False,
+        )
     with zipfile.ZipFile(wheels[0]) as z:
         packaged = z.read(ARTIFACT)
     if sha256(packaged) != sha256(Path(ext_path).read_bytes()):
-        pytest.fail(f"{wheels[0].name} holds another build of the extension than {ext_path}: run `make wheel`",
-                    pytrace=False)
+        pytest.fail(
+            f"{wheels[0].name} holds another build of the extension than {ext_path}: run `make wheel`", pytrace=False
+        )
     return wheels[0]
 
 
@@ -76,9 +79,16 @@ def test_wheel_is_a_valid_wheel_of_this_version(wheel):
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
         files = {n: z.read(n) for n in names}
-    assert sorted(names) == sorted([
-        "streamhouse/__init__.py", "streamhouse/_version.py", ARTIFACT,
-        f"{dist_info}/METADATA", f"{dist_info}/WHEEL", f"{dist_info}/RECORD"])
+    assert sorted(names) == sorted(
+        [
+            "streamhouse/__init__.py",
+            "streamhouse/_version.py",
+            ARTIFACT,
+            f"{dist_info}/METADATA",
+            f"{dist_info}/WHEEL",
+            f"{dist_info}/RECORD",
+        ]
+    )
     assert files["streamhouse/__init__.py"] == (ROOT / "python" / "streamhouse" / "__init__.py").read_bytes()
     assert files["streamhouse/_version.py"].decode() == f'__version__ = "{version}"\n'
 
@@ -95,8 +105,12 @@ def test_wheel_is_a_valid_wheel_of_this_version(wheel):
     assert sorted(listed) == sorted(n for n in names if n != f"{dist_info}/RECORD")
 
     wheel_meta = dict(line.split(": ", 1) for line in files[f"{dist_info}/WHEEL"].decode().splitlines())
-    assert wheel_meta == {"Wheel-Version": "1.0", "Generator": "streamhouse scripts/build_wheel.py",
-                          "Root-Is-Purelib": "false", "Tag": f"py3-none-{wheel_tag(wheel)}"}
+    assert wheel_meta == {
+        "Wheel-Version": "1.0",
+        "Generator": "streamhouse scripts/build_wheel.py",
+        "Root-Is-Purelib": "false",
+        "Tag": f"py3-none-{wheel_tag(wheel)}",
+    }
     head = files[f"{dist_info}/METADATA"].decode().split("\n\n", 1)[0]
     meta = [tuple(line.split(": ", 1)) for line in head.splitlines()]
     assert ("Name", "streamhouse") in meta and ("Version", version) in meta
@@ -118,8 +132,14 @@ def system_library(name: str) -> Path:
 def test_platform_tag_rule_agrees_with_auditwheel_on_other_binaries(library, tmp_path):
     """Both branches of the rule, whatever the artifact links today: zlib needs glibc only
     (manylinux_2_y), libssl links libcrypto (linux)."""
-    run([shutil.which("python3") or sys.executable, ROOT / "scripts" / "build_wheel.py", system_library(library),
-         tmp_path])
+    run(
+        [
+            shutil.which("python3") or sys.executable,
+            ROOT / "scripts" / "build_wheel.py",
+            system_library(library),
+            tmp_path,
+        ]
+    )
     (built,) = tmp_path.glob("*.whl")
     tag = wheel_tag(built)
     assert tag.startswith("manylinux_2_" if library == "libz.so.1" else "linux_"), tag
@@ -131,10 +151,23 @@ def test_wheel_installs_into_a_fresh_venv_and_serves(wheel, tmp_path):
     venv = tmp_path / "venv"
     run([shutil.which("python3") or sys.executable, "-m", "venv", venv], timeout=120)
     py = venv / "bin" / "python"
-    run([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "-c", ROOT / "scripts" / "constraints.txt", f"duckdb=={pinned_duckdb()}", wheel], timeout=240)
-    installed = {line.split("==")[0].lower(): line.split("==")[1]
-                 for line in run([py, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"]).stdout.split()}
+    run(
+        [
+            py,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-c",
+            ROOT / "scripts" / "constraints.txt",
+            f"duckdb=={pinned_duckdb()}",
+            wheel,
+        ],
+        timeout=240,
+    )
+    freeze = run([py, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"]).stdout.split()
+    installed = {line.split("==")[0].lower(): line.split("==")[1] for line in freeze}
     for tool in ("pip", "setuptools", "wheel"):
         installed.pop(tool, None)
     assert installed == {"duckdb": pinned_duckdb(), "streamhouse": cargo_version()}, installed
@@ -149,9 +182,11 @@ def test_load_on_a_duckdb_too_old_names_the_version_needed(wheel, tmp_path):
     streamhouse.load says which DuckDB it needs."""
     with zipfile.ZipFile(wheel) as z:
         z.extractall(tmp_path / "site")
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import duckdb, streamhouse\n"
-            "con = duckdb.connect(config={'allow_unsigned_extensions': 'true'})\n"
-            "try:\n    streamhouse.load(con)\nexcept streamhouse.LoadError as e:\n    print('LOADERROR', e)\n")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import duckdb, streamhouse\n"
+        "con = duckdb.connect(config={'allow_unsigned_extensions': 'true'})\n"
+        "try:\n    streamhouse.load(con)\nexcept streamhouse.LoadError as e:\n    print('LOADERROR', e)\n"
+    )
     p = run([python_of("1.4.5"), "-c", code, tmp_path / "site"], cwd=tmp_path)
     assert "LOADERROR this DuckDB cannot load streamhouse" in p.stdout, p.stdout
     assert "needs DuckDB 1.5.6 or newer" in p.stdout, p.stdout

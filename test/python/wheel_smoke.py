@@ -2,6 +2,7 @@
 that holds only the pinned duckdb and the wheel (run from a scratch directory, so nothing of the
 repository is importable). Usage: wheel_smoke.py EXPECTED_VERSION REPO_ROOT WORK_DIR
 Prints `SMOKE OK` at the end; any failed check raises."""
+
 import csv
 import datetime
 import importlib.metadata
@@ -11,6 +12,7 @@ import sys
 from collections import defaultdict
 
 import duckdb
+
 import streamhouse
 
 expected_version, repo_root, work = sys.argv[1:4]
@@ -39,15 +41,20 @@ streamhouse.load(con)  # a second LOAD of the same extension is harmless
 rng = random.Random(11)
 companies = ["acme", "O'Reilly", "東京商事", "globex"]
 start = datetime.date(2026, 11, 1)
-rows = [(oid, rng.choice(companies), start + datetime.timedelta(days=rng.randrange(30)), rng.randrange(-1000, 10**9))
-        for oid in rng.sample(range(1, 10**12), 3000)]
+rows = [
+    (oid, rng.choice(companies), start + datetime.timedelta(days=rng.randrange(30)), rng.randrange(-1000, 10**9))
+    for oid in rng.sample(range(1, 10**12), 3000)
+]
 csv_path = os.path.join(work, "orders.csv")
 with open(csv_path, "w", newline="", encoding="utf-8") as f:
     w = csv.writer(f)
     w.writerow(["order_id", "company", "order_day", "revenue"])
     w.writerows((oid, company, day.isoformat(), revenue) for oid, company, day, revenue in rows)
-con.execute("CREATE TABLE orders AS SELECT * FROM read_csv(?, header = true, columns = {'order_id': 'BIGINT', "
-            "'company': 'VARCHAR', 'order_day': 'DATE', 'revenue': 'BIGINT'})", [csv_path])
+con.execute(
+    "CREATE TABLE orders AS SELECT * FROM read_csv(?, header = true, columns = {'order_id': 'BIGINT', "
+    "'company': 'VARCHAR', 'order_day': 'DATE', 'revenue': 'BIGINT'})",
+    [csv_path],
+)
 
 # The oracle: plain arithmetic over the rows generated above.
 cells = defaultdict(int)
@@ -55,7 +62,7 @@ for _oid, company, day, revenue in rows:
     cells[(company, day)] += revenue
 built = con.execute("SELECT fct_rows, mart_rows, companies, total_revenue FROM serving_build('orders')").fetchone()
 assert built == (len(rows), len(cells), len(companies), sum(r[3] for r in rows)), built
-for company in companies + ["nobody"]:
+for company in [*companies, "nobody"]:
     want = sorted(((d, r) for (c, d), r in cells.items() if c == company), key=lambda dr: (-dr[1], dr[0]))
     got = con.execute("SELECT order_day, revenue FROM serving_dashboard(?)", [company]).fetchall()
     assert got == want, (company, got[:3], want[:3])
