@@ -13,7 +13,7 @@ PY := $(VENV)/bin/python
 # Node lifecycle tests: @duckdb/node-api at the exact version in test/node/package-lock.json.
 NODE_STAMP := test/node/node_modules/.installed
 
-.PHONY: all release debug venv node-deps test unit sqllogictest pytest demo bench clean fuzz wheel
+.PHONY: all release debug venv node-deps test unit sqllogictest pytest demo bench clean fuzz wheel lint
 all: release
 
 release:
@@ -63,6 +63,13 @@ pytest: release venv node-deps wheel
 	$(PY) -m pytest -q test/python
 
 test: unit sqllogictest pytest
+
+# Lint (.ci/run runs it before `make test`): Python with ruff (pinned in scripts/requirements.txt,
+# configured in ruff.toml: checks, then formatting) and Rust formatting (rustfmt.toml).
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	cargo fmt --check
 
 demo: release venv
 	$(PY) scripts/demo.py build/release/$(EXT)
