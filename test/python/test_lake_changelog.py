@@ -99,7 +99,7 @@ def test_changelog_row_kinds_and_from_snapshot_content(tmp_path, con, producer, 
         # no changelog files at all: what paimon_changelog returns can only be the delta
         assert all(s[1] is None for s in snaps), snaps
     else:
-        assert all(s[1] == len(rows) for s, rows in zip(snaps, commits)), snaps
+        assert all(s[1] == len(rows) for s, rows in zip(snaps, commits, strict=True)), snaps
 
     # oracle 1: the rows as written, each with its snapshot
     written = [(n, r["op"], r["id"], r["bal"], r["op"]) for n, rows in enumerate(commits, 1) for r in rows]

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import build, dashboard, gen_rows, load_table, oracle, oracle_summary, sql_literal
+from conftest import build, connect, dashboard, gen_rows, load_table, oracle, oracle_summary, sql_literal
 
 CHANGE_COLUMNS = ["order_id", "company", "order_day", "revenue", "deleted"]
 CHANGE_SCHEMA = pa.schema([("order_id", pa.int64()), ("company", pa.string()), ("order_day", pa.date32()),
@@ -104,7 +104,8 @@ def write_changes(path, fmt: str, changes: list[tuple]) -> None:
                 f.write(json.dumps({"order_id": oid, "company": company, "order_day": day and day.isoformat(),
                                     "revenue": revenue, "deleted": deleted}, ensure_ascii=False) + "\n")
     else:
-        pq.write_table(pa.Table.from_pylist([dict(zip(CHANGE_COLUMNS, c)) for c in changes], schema=CHANGE_SCHEMA), path)
+        records = [dict(zip(CHANGE_COLUMNS, c, strict=True)) for c in changes]
+        pq.write_table(pa.Table.from_pylist(records, schema=CHANGE_SCHEMA), path)
 
 
 @pytest.mark.parametrize("fmt", ["csv", "tsv", "json", "parquet", "parquet_glob"])
@@ -180,12 +181,14 @@ def test_refresh_under_use_other_database(con, tmp_path):
     assert build(con, "src")["fct_rows"] == len(second)
     for step in range(2):
         changes = random_changes(rng, second_state, second_companies, 300, 10**7 * (step + 1))
-        cols = [list(c) for c in zip(*changes)]
+        cols = [list(c) for c in zip(*changes, strict=True)]
         con.execute("CREATE OR REPLACE TABLE changes AS SELECT unnest($1::BIGINT[]) AS order_id, unnest($2::VARCHAR[]) "
                     "AS company, unnest($3::DATE[]) AS order_day, unnest($4::BIGINT[]) AS revenue, "
                     "unnest($5::BOOLEAN[]) AS deleted", cols)
         want = apply_changes(second_state, changes)
-        got = con.execute("SELECT inserted, updated, deleted, ignored_deletes FROM serving_refresh('changes')").fetchone()
+        got = con.execute(
+            "SELECT inserted, updated, deleted, ignored_deletes FROM serving_refresh('changes')"
+        ).fetchone()
         assert got == (want["inserted"], want["updated"], want["deleted"], want["ignored_deletes"])
         assert_serves(con, second_state, second_companies)
         assert_serves(con, second_state, [], fct="other.main.fct_orders", mart="other.main.mart_daily")
@@ -209,8 +212,11 @@ GROUP = ("acme", datetime.date(2026, 11, 1))  # orders 1, 2, 3: revenue 26
 
 
 def put_source(con):
-    con.execute("CREATE OR REPLACE TABLE src AS SELECT unnest($1::BIGINT[]) AS order_id, unnest($2::VARCHAR[]) AS company, "
-                "unnest($3::DATE[]) AS order_day, unnest($4::BIGINT[]) AS revenue", [list(c) for c in zip(*TAMPER_SRC)])
+    con.execute(
+        "CREATE OR REPLACE TABLE src AS SELECT unnest($1::BIGINT[]) AS order_id, unnest($2::VARCHAR[]) AS company, "
+        "unnest($3::DATE[]) AS order_day, unnest($4::BIGINT[]) AS revenue",
+        [list(c) for c in zip(*TAMPER_SRC, strict=True)],
+    )
 
 
 def put_deletes(con, ids):
@@ -220,15 +226,19 @@ def put_deletes(con, ids):
 
 def set_group_count(con, company, day, orders):
     """A hand edit of serving_mart_counts: the count of one (company, day) group."""
-    days, counts = con.execute("SELECT order_days, orders FROM serving_mart_counts WHERE company = ?", [company]).fetchone()
-    counts = [orders if d == day else n for d, n in zip(days, counts)]
+    days, counts = con.execute(
+        "SELECT order_days, orders FROM serving_mart_counts WHERE company = ?", [company]
+    ).fetchone()
+    counts = [orders if d == day else n for d, n in zip(days, counts, strict=True)]
     con.execute("UPDATE serving_mart_counts SET orders = ?::BIGINT[] WHERE company = ?", [counts, company])
 
 
 def layer(con):
     return (con.execute("SELECT * FROM fct_orders ORDER BY ALL").fetchall(),
             con.execute("SELECT * FROM mart_daily ORDER BY ALL").fetchall(),
-            con.execute("SELECT company, order_days::VARCHAR, orders::VARCHAR FROM serving_mart_counts ORDER BY ALL").fetchall())
+            con.execute(
+                "SELECT company, order_days::VARCHAR, orders::VARCHAR FROM serving_mart_counts ORDER BY ALL"
+            ).fetchall())
 
 
 def reconcile(con):
@@ -249,13 +259,14 @@ def test_tampered_counts_are_reported_by_reconcile(con, count):
 def build_in_another_process(ext_path, db):
     """The layer is built by another process, so this one holds no cached mart for it: the next
     refresh here reads mart_daily and serving_mart_counts from the tables (README: refresh, 4)."""
+    columns = [list(c) for c in zip(*TAMPER_SRC, strict=True)]
     script = textwrap.dedent(f"""
         import datetime
         import duckdb
         c = duckdb.connect({str(db)!r}, config={{'allow_unsigned_extensions': 'true'}})
         c.execute("LOAD " + {sql_literal(ext_path)!r})
         c.execute("CREATE TABLE src AS SELECT unnest($1::BIGINT[]) AS order_id, unnest($2::VARCHAR[]) AS company, "
-                  "unnest($3::DATE[]) AS order_day, unnest($4::BIGINT[]) AS revenue", {[list(c) for c in zip(*TAMPER_SRC)]!r})
+                  "unnest($3::DATE[]) AS order_day, unnest($4::BIGINT[]) AS revenue", {columns!r})
         c.execute("SELECT * FROM serving_build('src')").fetchall()
         c.close()
     """)
@@ -266,8 +277,6 @@ def build_in_another_process(ext_path, db):
 def test_refresh_refuses_a_count_tampered_below_zero_and_changes_nothing(ext_path, tmp_path):
     """README: a group count that would go negative (the tables were edited behind streamhouse's
     back) rolls everything back, and the refresh says so."""
-    from conftest import connect
-
     db = tmp_path / "tamper.duckdb"
     build_in_another_process(ext_path, db)
     con = connect(str(db), ext_path)
@@ -292,8 +301,6 @@ def test_refresh_refuses_a_count_tampered_below_zero_and_changes_nothing(ext_pat
 def test_refresh_over_a_count_tampered_upwards_is_caught_by_reconcile(ext_path, tmp_path):
     """A count raised by hand cannot go negative, so the refresh goes through; what it serves may
     then be wrong (an emptied group kept at revenue 0), and serving_reconcile must say so."""
-    from conftest import connect
-
     db = tmp_path / "tamper_up.duckdb"
     build_in_another_process(ext_path, db)
     con = connect(str(db), ext_path)
@@ -301,7 +308,9 @@ def test_refresh_over_a_count_tampered_upwards_is_caught_by_reconcile(ext_path, 
         set_group_count(con, *GROUP, 5)
         put_deletes(con, [1, 2, 3])  # the group's three real orders all leave
         con.execute("SELECT * FROM serving_refresh('changes')").fetchall()
-        served = con.execute("SELECT revenue FROM mart_daily WHERE company = ? AND order_day = ?", list(GROUP)).fetchall()
+        served = con.execute(
+            "SELECT revenue FROM mart_daily WHERE company = ? AND order_day = ?", list(GROUP)
+        ).fetchall()
         if served:  # kept as a group of 2 orders summing to 0: wrong, and reconcile must see it
             assert served == [(0,)]
             assert reconcile(con) == [("mart_only", *GROUP, 0, 2)]
