@@ -4,7 +4,12 @@
                 paimon_scan vs pypaimon_rust vs pypaimon
   lake refresh  serving_refresh('paimon:...') after one more commit of k changed orders, on a table
                 fed like a stream (each commit adds new orders and corrects recent ones), vs
-                serving_build of the same snapshot; marts checked identical"""
+                serving_build of the same snapshot
+Checked: the three readers return the same rows (all columns, order-independent, compared
+by native DuckDB), and every refreshed layer equals the source of truth (the generator's
+rows upserted in plain SQL: fct_orders content, mart_daily == its native aggregate).
+
+usage: bench_lake.py <extension> [--quick]   (--quick: 100k rows, 5k-order stream commits)"""
 import shutil
 import statistics
 import sys
@@ -60,6 +65,48 @@ def stream_commit(con, table, schema, c, new, corrected):
         FROM range({first - STREAM_BATCH}, {first - STREAM_BATCH + corrected}) t(i) WHERE {c} > 0
         """).to_arrow_table().cast(schema)
     commit(table, schema, rows)
+    return rows
+
+
+# Differences between two relations with the same columns, both ways (0 = identical multisets).
+DIFF = """SELECT count(*) FROM ((SELECT * FROM {a} EXCEPT ALL SELECT * FROM {b})
+                      UNION ALL (SELECT * FROM {b} EXCEPT ALL SELECT * FROM {a}))"""
+COLUMNS = "order_id, company, order_day, revenue"
+
+
+def same_rows(tables: dict) -> dict:
+    """Rows of each Arrow table that the first one does not have, and vice versa, by native
+    DuckDB over all four columns (order-independent)."""
+    plain = duckdb.connect()
+    names = list(tables)
+    for name, t in tables.items():
+        plain.register(f"r_{name}", t)
+        plain.execute(f"CREATE TABLE {name} AS SELECT {COLUMNS} FROM r_{name}")
+    return {n: plain.execute(DIFF.format(a=names[0], b=n)).fetchall()[0][0] for n in names[1:]}
+
+
+def upsert_truth(dcon, rows):
+    """The source of truth of the stream: each commit's rows replace those orders."""
+    dcon.register("batch", rows)
+    dcon.execute("DELETE FROM truth WHERE order_id IN (SELECT order_id FROM batch)")
+    dcon.execute(f"INSERT INTO truth SELECT {COLUMNS} FROM batch")
+    dcon.unregister("batch")
+
+
+def check_against_truth(con, dcon, what):
+    fingerprint = f"SELECT count(*), sum(hash({COLUMNS})::HUGEINT) FROM {{}}"
+    fct = con.execute(fingerprint.format("fct_orders")).fetchall()[0]
+    truth = dcon.execute(fingerprint.format("truth")).fetchall()[0]
+    assert fct == truth, f"{what}: fct_orders differs from the source of truth ({fct} vs {truth})"
+    dcon.register("served", con.sql("SELECT company, order_day, revenue FROM mart_daily").to_arrow_table())
+    dcon.execute("CREATE OR REPLACE TABLE served_mart AS FROM served")
+    dcon.unregister("served")
+    dcon.execute(
+        "CREATE OR REPLACE TABLE truth_mart AS SELECT company, order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue "
+        "FROM truth GROUP BY company, order_day"
+    )
+    diff = dcon.execute(DIFF.format(a="served_mart", b="truth_mart")).fetchall()[0][0]
+    assert diff == 0, f"{what}: mart_daily differs from the source of truth aggregated natively ({diff} rows)"
 
 
 def bench_lake_refresh(root, con):
@@ -68,32 +115,43 @@ def bench_lake_refresh(root, con):
                         ("order_day", pa.date32()), ("revenue", pa.int64())])
     table = create_table(catalog, "stream", schema, ["order_id"], {"bucket": "2", "merge-engine": "deduplicate"})
     dcon = duckdb.connect()
+    dcon.execute("CREATE TABLE truth (order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT)")
     for c in range(STREAM_COMMITS):
-        stream_commit(dcon, table, schema, c, STREAM_BATCH, STREAM_BATCH // 10)
+        upsert_truth(dcon, stream_commit(dcon, table, schema, c, STREAM_BATCH, STREAM_BATCH // 10))
     path = "paimon:" + f"{root}/db.db/stream"
     con.execute("SELECT * FROM serving_build(?)", [path]).fetchall()
+    check_against_truth(con, dcon, "lake build")
     c = STREAM_COMMITS
     for k in (1_000, 10_000):
         times = []
         for _ in range(3):
-            stream_commit(dcon, table, schema, c, k // 2, k // 2)
+            upsert_truth(dcon, stream_commit(dcon, table, schema, c, k // 2, k // 2))
             c += 1
             t = time.perf_counter()
             con.execute("SELECT * FROM serving_refresh(?)", [path]).fetchall()
             times.append(time.perf_counter() - t)
+        check_against_truth(con, dcon, f"after 3 lake refreshes of {k:,} changed orders")
         con.execute("CREATE OR REPLACE TABLE mart_refreshed AS SELECT * FROM mart_daily")
         build = median(lambda: con.execute("SELECT * FROM serving_build(?)", [path]).fetchall(), 3)
-        diff = con.execute("""SELECT count(*) FROM ((FROM mart_daily EXCEPT ALL FROM mart_refreshed)
-                              UNION ALL (FROM mart_refreshed EXCEPT ALL FROM mart_daily))""").fetchone()[0]
+        diff = con.execute(DIFF.format(a="mart_daily", b="mart_refreshed")).fetchone()[0]
         assert diff == 0, "lake refresh and lake build disagree"
         refresh = statistics.median(times)
         rows = con.execute("SELECT count(*) FROM fct_orders").fetchone()[0]
         print(f"lake refresh {k:>6,} changed orders on {rows:,} ({c} snapshots): refresh {refresh * 1e3:7.1f} ms   "
-              f"full build {build * 1e3:7.1f} ms   speed-up {build / refresh:5.1f}x   marts identical")
+              f"full build {build * 1e3:7.1f} ms   speed-up {build / refresh:5.1f}x   == source of truth")
 
 
 def main():
-    ext = sys.argv[1]
+    global ROWS, STREAM_BATCH
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(__doc__)
+        return
+    args = [a for a in sys.argv[1:] if a != "--quick"]
+    if len(args) != 1:
+        sys.exit(__doc__)
+    if "--quick" in sys.argv[1:]:
+        ROWS, STREAM_BATCH = 100_000, 5_000
+    ext = args[0]
     root = tempfile.mkdtemp(prefix="sh-lake-bench-")
     try:
         table, path = write_table(root)
@@ -102,26 +160,31 @@ def main():
         from pypaimon_rust.datafusion import PaimonCatalog
 
         rust_table = PaimonCatalog({"warehouse": root}).get_table("db.orders")
+        last = {}
 
         def ours():
-            return con.sql("SELECT * FROM paimon_scan('" + path.replace("'", "''") + "')").to_arrow_table()
+            scan = "SELECT * FROM paimon_scan('" + path.replace("'", "''") + "')"
+            last["paimon_scan"] = con.sql(scan).to_arrow_table()
 
         def pypaimon_rust():
             rb = rust_table.new_read_builder()
-            return pa.Table.from_batches(rb.new_read().read(rb.new_scan().plan().splits()))
+            last["pypaimon_rust"] = pa.Table.from_batches(rb.new_read().read(rb.new_scan().plan().splits()))
 
         def pypaimon():
             rb = table.new_read_builder()
-            return rb.new_read().to_arrow(rb.new_scan().plan().splits())
+            last["pypaimon"] = rb.new_read().to_arrow(rb.new_scan().plan().splits())
 
-        n = ours().num_rows
-        assert n == ROWS == pypaimon_rust().num_rows, "readers disagree on the merged row count"
         t_ours = median(ours, 5)
         t_rust = median(pypaimon_rust, 5)
         t_py = median(pypaimon, 1)
+        counts = {name: t.num_rows for name, t in last.items()}
+        assert set(counts.values()) == {ROWS}, f"readers disagree on the merged row count: {counts}"
+        diffs = same_rows({"paimon_scan": last["paimon_scan"], "pypaimon": last["pypaimon"],
+                           "pypaimon_rust": last["pypaimon_rust"]})
+        assert diffs == {"pypaimon": 0, "pypaimon_rust": 0}, f"paimon_scan's rows differ from the others': {diffs}"
         print(f"lake read  {ROWS:,} rows / {COMMITS} commits: paimon_scan {t_ours * 1e3:8.1f} ms   "
               f"pypaimon_rust {t_rust * 1e3:8.1f} ms ({t_rust / t_ours:4.2f}x of ours, target >= 1.0x)   "
-              f"pypaimon {t_py * 1e3:8.1f} ms ({t_py / t_ours:5.1f}x)")
+              f"pypaimon {t_py * 1e3:8.1f} ms ({t_py / t_ours:5.1f}x)   same rows as pypaimon and pypaimon_rust")
         bench_lake_refresh(root, con)
     finally:
         shutil.rmtree(root, ignore_errors=True)
