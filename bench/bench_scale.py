@@ -416,7 +416,7 @@ def free_port() -> int:
 def start_moto():
     """A moto S3 server (moto's own server mode) on a free local port: (process, endpoint), or
     (None, why not)."""
-    python = os.environ.get("SH_BENCH_MOTO_PYTHON", sys.executable)
+    python = sys.executable
     probe = subprocess.run([python, "-c", "import moto.server"], capture_output=True, text=True)
     if probe.returncode != 0:
         return None, "moto is not installed: " + (probe.stderr.strip().splitlines() or ["?"])[-1]
