@@ -355,7 +355,7 @@ def child(spec: dict) -> dict:
         con = duckdb.connect()
         if spec.get("threads"):
             con.execute(f"SET threads = {int(spec['threads'])}")
-        table = PaimonCatalog({"warehouse": spec["warehouse"]}).get_table("db.orders")
+        table = PaimonCatalog({"warehouse": spec["warehouse"], **spec.get("options", {})}).get_table("db.orders")
         for _ in range(spec["repeat"]):
             t = time.perf_counter()
             rb = table.new_read_builder()
@@ -573,12 +573,14 @@ def main():
         else:
             try:
                 up = upload(endpoint, data / "wh", "bench")
-                opts = (
-                    f"MAP {{'s3.endpoint': '{endpoint}', 's3.access-key': 'x', 's3.secret-key': 'y', "
-                    "'s3.region': 'us-east-1', 's3.path-style-access': 'true'}"
-                )
+                options = {"s3.endpoint": endpoint, "s3.access-key": "x", "s3.secret-key": "y",
+                           "s3.region": "us-east-1", "s3.path-style-access": "true"}  # fmt: skip
+                opts = "MAP {" + ", ".join(f"{sql_str(k)}: {sql_str(v)}" for k, v in options.items()) + "}"
                 s3_scan = f"paimon_scan('s3://bench/wh/db.db/orders', options := {opts})"
                 print(f"  (table uploaded to the moto server at {endpoint} in {up:.1f} s)")
+                if "rust" in only:  # the same S3 client (paimon-rust's) outside DuckDB: what moto costs
+                    measure("rust_s3", "pypaimon_rust on S3, every column",
+                            rust(ALL_COLUMNS, warehouse="s3://bench/wh", options=options), every)  # fmt: skip
                 r["s3_all"] = run_child("paimon_scan on S3, every column", spec(ALL_COLUMNS.format(src=s3_scan)))
                 if "error" not in r["s3_all"] and r["s3_all"]["result"] != every:
                     mismatches.append("paimon_scan on S3")
@@ -688,6 +690,13 @@ def main():
         )
     elif s3_note:
         info.append(("s3", s3_note))
+    if med("rust_s3") and med("rust_all"):
+        info.append(
+            (
+                "pypaimon_rust on S3 (moto) / local, every column",
+                f"{ms(med('rust_s3'))} / {ms(med('rust_all'))} = {med('rust_s3') / med('rust_all'):.2f}x",
+            )
+        )
     if "error" not in base:
         info.append(("baseline process peak RSS (python + duckdb + LOAD)", f"{base['peak_rss_mb']:.0f} MB"))
 
