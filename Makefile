@@ -28,7 +28,7 @@ debug:
 
 venv:
 	scripts/venv.sh $(VENV) scripts/requirements.txt scripts/constraints.txt
-	scripts/venv.sh $(VENV15) scripts/requirements-duckdb15.txt
+	scripts/venv.sh $(VENV15) scripts/requirements-duckdb15.txt scripts/constraints-duckdb15.txt
 	scripts/venv.sh .venv-duckdb-1.2.2 scripts/requirements-duckdb-1.2.2.txt
 	scripts/venv.sh .venv-duckdb-1.3.2 scripts/requirements-duckdb-1.3.2.txt
 	scripts/venv.sh .venv-duckdb-1.4.5 scripts/requirements-duckdb-1.4.5.txt
@@ -59,8 +59,17 @@ sqllogictest: release venv
 wheel: release
 	python3 scripts/build_wheel.py build/release/$(EXT) build/wheel
 
+# The serving, lake, refresh and bad-input tests run on DuckDB 1.5.6 too (~1 min): the same files
+# with the 1.5.6 wheel, four of test_refresh_property's 40 random sequences.
+PYTEST15 := test/python/test_serving.py test/python/test_lake.py test/python/test_lake_changelog.py \
+	test/python/test_refresh_sources.py test/python/test_bad_input.py \
+	test/python/test_refresh_property.py::test_killer_cases \
+	test/python/test_refresh_property.py::test_failed_refresh_changes_nothing \
+	$(foreach s,0 1 2 3,'test/python/test_refresh_property.py::test_random_refresh_sequences[$(s)]')
+
 pytest: release venv node-deps wheel
 	$(PY) -m pytest -q test/python
+	$(VENV15)/bin/python -m pytest -q $(PYTEST15)
 
 test: unit sqllogictest pytest
 
