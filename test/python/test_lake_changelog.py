@@ -6,13 +6,13 @@ README: `paimon_changelog(path [, from_snapshot])` is "every change from the fir
 `from_snapshot`) to the latest, in commit order, with its row kind (`+I`, `-U`, `+U`, `-D`): the
 table's changelog files, or its delta when it produces none".
 """
+
 from __future__ import annotations
 
 import random
 
 import pyarrow as pa
 import pytest
-
 from conftest import connect
 from lake_util import Warehouse, apply_changelog, canon
 
@@ -36,10 +36,7 @@ def random_kinds(rng: random.Random, commits: int, keys: int) -> list[list[dict]
     for _ in range(commits):
         rows = []
         for k in sorted(rng.sample(range(keys), keys // 2)):
-            if k in live:
-                op = rng.choice(["+U", "+U", "-U", "-D"])
-            else:
-                op = "+I"
+            op = rng.choice(["+U", "+U", "-U", "-D"]) if k in live else "+I"
             bal = live[k] if op in ("-U", "-D") else rng.randint(-1000, 1000)
             rows.append({"id": k, "bal": bal, "op": op})
             if op in ("+I", "+U"):
@@ -56,8 +53,8 @@ def pypaimon_stream(table, from_snapshot: int, latest: int) -> list[tuple]:
     changelog files, or its delta for a table without a changelog producer), with row kinds."""
     sb = table.new_stream_read_builder().with_include_row_kind(True)
     scan = sb.new_streaming_scan()
-    scan._prefetch_enabled = False     # one snapshot at a time, in order
-    scan._diff_threshold = 1 << 30     # never a merged catch-up: each snapshot's own changes
+    scan._prefetch_enabled = False  # one snapshot at a time, in order
+    scan._diff_threshold = 1 << 30  # never a merged catch-up: each snapshot's own changes
     scan.next_snapshot_id = from_snapshot
     read = sb.new_read()
     out = []
@@ -138,9 +135,12 @@ def test_changelog_of_a_table_without_changelog_is_its_delta_not_its_state(tmp_p
     path = wh.path("delta")
     assert con.execute("SELECT count(changelog_records) FROM paimon_snapshots($1)", [path]).fetchone()[0] == 0
     assert by_snapshot(changelog(con, path)) == [
-        (1, "+I", 1, 10, "+I"), (1, "+I", 2, 20, "+I"), (1, "+I", 3, 30, "+I"),
+        (1, "+I", 1, 10, "+I"),
+        (1, "+I", 2, 20, "+I"),
+        (1, "+I", 3, 30, "+I"),
         (2, "-D", 2, 20, "-D"),
-        (3, "-U", 1, 10, "-U"), (3, "+I", 4, 40, "+I"),
+        (3, "-U", 1, 10, "-U"),
+        (3, "+I", 4, 40, "+I"),
         (4, "+U", 1, 11, "+U"),
     ]
     assert changelog(con, path, 4) == [(4, "+U", 1, 11, "+U")]

@@ -4,6 +4,7 @@ Each scenario runs in a fresh Python subprocess with a timeout, because the fail
 are hangs (a reopen waiting forever for an instance that never dies), file locks and
 leaked threads, none of which a shared pytest process could observe reliably.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -14,7 +15,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import gen_rows, oracle, write_csv
 
 TIMEOUT = 60
@@ -52,12 +52,13 @@ PRELUDE = textwrap.dedent(
 def run_py(script: str, *args, timeout: int = TIMEOUT) -> dict:
     code = PRELUDE + textwrap.dedent(script)
     try:
-        p = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
-                           text=True, timeout=timeout)
+        p = subprocess.run(
+            [sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"subprocess hung for {timeout}s (stdout={e.stdout!r}, stderr={e.stderr!r})")
     assert p.returncode == 0, f"subprocess failed (rc={p.returncode}):\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
-    results = [line[len("RESULT "):] for line in p.stdout.splitlines() if line.startswith("RESULT ")]
+    results = [line[len("RESULT ") :] for line in p.stdout.splitlines() if line.startswith("RESULT ")]
     assert len(results) == 1, f"no result from subprocess:\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
     return json.loads(results[0])
 
@@ -65,9 +66,14 @@ def run_py(script: str, *args, timeout: int = TIMEOUT) -> dict:
 def dec(rows):
     out = []
     for r in rows:
-        out.append(tuple(datetime.date.fromisoformat(v) if isinstance(v, str) and len(v) == 10 and v[4] == "-"
-                         and v[7] == "-" else (int(v) if isinstance(v, str) and v.lstrip("-").isdigit() else v)
-                         for v in r))
+        out.append(
+            tuple(
+                datetime.date.fromisoformat(v)
+                if isinstance(v, str) and len(v) == 10 and v[4] == "-" and v[7] == "-"
+                else (int(v) if isinstance(v, str) and v.lstrip("-").isdigit() else v)
+                for v in r
+            )
+        )
     return out
 
 
@@ -86,7 +92,7 @@ def wal_of(db: Path) -> Path:
 
 def test_same_process_close_and_reopen_then_other_process(ext_path, tmp_path, dataset):
     """(a) build, close, reopen in the same process; (b) then a new process reads, no WAL left."""
-    rows, companies, csv_path, per_company, mart = dataset
+    rows, _companies, csv_path, per_company, mart = dataset
     db = tmp_path / "life.duckdb"
     res = run_py(
         """
@@ -110,7 +116,9 @@ def test_same_process_close_and_reopen_then_other_process(ext_path, tmp_path, da
         done({"summary": list(summary), "mart": enc(mart), "dash": dash, "olap": olap,
               "wal_after_close": os.path.exists(db + ".wal")})
         """,
-        ext_path, db, csv_path,
+        ext_path,
+        db,
+        csv_path,
     )
     assert res["summary"] == [len(rows), len(mart)]
     assert dec(res["mart"]) == mart
@@ -132,7 +140,8 @@ def test_same_process_close_and_reopen_then_other_process(ext_path, tmp_path, da
         c.close()
         done({"mart": enc(mart), "n_fct": n_fct, "meta": meta})
         """,
-        ext_path, db,
+        ext_path,
+        db,
     )
     assert dec(res["mart"]) == mart
     assert res["n_fct"] == len(rows)
@@ -146,7 +155,7 @@ def test_same_process_reopen_with_other_settings(ext_path, tmp_path, dataset, re
     poll, milliseconds): a same-process reopen with different settings (read-only, or without
     allow_unsigned_extensions) then works exactly as it does without the extension loaded.
     Until then DuckDB itself refuses the different configuration (documented in the README)."""
-    rows, companies, csv_path, per_company, mart = dataset
+    _rows, _companies, csv_path, _per_company, mart = dataset
     db = tmp_path / "reopen.duckdb"
     res = run_py(
         """
@@ -183,7 +192,10 @@ def test_same_process_reopen_with_other_settings(ext_path, tmp_path, dataset, re
         done({"control_ok": control_rows is not None, "control_error": control_error,
               "mart": None if mart is None else enc(mart), "error": error})
         """,
-        ext_path, db, csv_path, reopen,
+        ext_path,
+        db,
+        csv_path,
+        reopen,
     )
     assert res["control_ok"], f"control without the extension failed: {res['control_error']}"
     assert res["error"] is None, f"immediate reopen after close failed: {res['error']}"
@@ -193,7 +205,7 @@ def test_same_process_reopen_with_other_settings(ext_path, tmp_path, dataset, re
 def test_child_process_opens_file_right_after_close(ext_path, tmp_path, dataset):
     """(c) The parent closes the database and immediately starts a child that opens it
     read-write: the file lock must already be released (the child does not retry)."""
-    rows, companies, csv_path, per_company, mart = dataset
+    rows, _companies, csv_path, _per_company, mart = dataset
     db = tmp_path / "lock.duckdb"
     res = run_py(
         """
@@ -213,7 +225,9 @@ def test_child_process_opens_file_right_after_close(ext_path, tmp_path, dataset)
         p = subprocess.run([sys.executable, "-c", child, db], capture_output=True, text=True, timeout=30)
         done({"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr})
         """,
-        ext_path, db, csv_path,
+        ext_path,
+        db,
+        csv_path,
     )
     assert res["rc"] == 0, f"child could not open the database after close:\n{res['stderr']}"
     n, total = json.loads(res["stdout"])
@@ -265,7 +279,9 @@ def test_repeated_open_load_build_close_releases_threads(ext_path, tmp_path, kin
         done({"baseline": baseline, "counts": counts, "final": settle(baseline),
               "watchdogs": watchdogs(), "builds": builds})
         """,
-        ext_path, kind, tmp_path,
+        ext_path,
+        kind,
+        tmp_path,
     )
     assert res["builds"] == [1000 + i for i in range(20)]
     assert res["watchdogs"] == 0, f"{res['watchdogs']} streamhouse watchdog thread(s) still running"
@@ -275,10 +291,10 @@ def test_repeated_open_load_build_close_releases_threads(ext_path, tmp_path, kin
 
 def test_file_database_rebuild_across_processes(ext_path, tmp_path, dataset):
     """Build in one process, rebuild from another source in a second; a third sees only the second."""
-    rows, companies, csv_path, per_company, mart = dataset
-    rows2, companies2 = gen_rows(62, 5_000, 5, 20)
+    rows, _companies, csv_path, _per_company, _mart = dataset
+    rows2, _companies2 = gen_rows(62, 5_000, 5, 20)
     csv2 = write_csv(tmp_path / "orders2.csv", rows2)
-    per_company2, cells2 = oracle(rows2)
+    per_company2, _cells2 = oracle(rows2)
     db = tmp_path / "multi.duckdb"
     script = """
         db, csv_path = sys.argv[2], sys.argv[3]
@@ -299,7 +315,8 @@ def test_file_database_rebuild_across_processes(ext_path, tmp_path, dataset):
         c.close()
         done({"dash": dash})
         """,
-        ext_path, db,
+        ext_path,
+        db,
     )
     assert set(res["dash"]) == set(per_company2)
     for company, want in per_company2.items():
@@ -382,7 +399,9 @@ def test_reopen_race_never_leaves_extension_unusable(ext_path):
         c.close()
         done({"short": short, "longer": longer, "late": late, "failures": failures})
         """,
-        ext_path, 1500, 8,
+        ext_path,
+        1500,
+        8,
     )
     short, longer, late = res["short"], res["longer"], res["late"]
     assert res["failures"] == [], (
@@ -477,8 +496,10 @@ C_API = """
         return n
 """
 
-RELEASED = "the extension's connection to this database was released because every other connection closed; " \
-           "reopen the database and LOAD streamhouse again"
+RELEASED = (
+    "the extension's connection to this database was released because every other connection closed; "
+    "reopen the database and LOAD streamhouse again"
+)
 
 
 def test_connection_released_error_is_deterministic_and_reopen_recovers(ext_path, tmp_path):
@@ -493,7 +514,8 @@ def test_connection_released_error_is_deterministic_and_reopen_recovers(ext_path
     dangling connection or hang) and nothing may change; after closing the database and opening
     the file again, LOAD serves the build that was committed before, equal to a Python oracle."""
     res = run_py(
-        textwrap.dedent(C_API) + textwrap.dedent("""
+        textwrap.dedent(C_API)
+        + textwrap.dedent("""
         db_path = sys.argv[2]
         DASH = ("SELECT (order_day - DATE '2024-01-01')::BIGINT, revenue::BIGINT "
                 "FROM serving_dashboard('c1')")
@@ -529,7 +551,8 @@ def test_connection_released_error_is_deterministic_and_reopen_recovers(ext_path
         L.duckdb_close(ctypes.byref(db))
         done(out)
         """),
-        ext_path, tmp_path / "released.duckdb",
+        ext_path,
+        tmp_path / "released.duckdb",
     )
     # oracle: company c1 = orders i % 3 == 1 over range(100), day offset i % 5, revenue i
     sums: dict = {}
@@ -564,7 +587,7 @@ def test_process_exit_without_close_loses_nothing(ext_path, tmp_path, dataset):
     is being torn down; a checkpoint there crashed the CLI), so the last changes may stay in the
     WAL (README: lifecycle). Nothing may be lost and no lock may remain: a new process opens the
     file read-write and replays the WAL."""
-    rows, companies, csv_path, per_company, mart = dataset
+    _rows, _companies, csv_path, _per_company, mart = dataset
     # Control: without the extension, DuckDB checkpoints on exit and leaves no WAL.
     control = tmp_path / "control.duckdb"
     run_py(BUILD_AND_EXIT, ext_path, control, csv_path, "plain")
@@ -581,7 +604,8 @@ def test_process_exit_without_close_loses_nothing(ext_path, tmp_path, dataset):
         c.close()
         done({"mart": enc(mart)})
         """,
-        ext_path, db,
+        ext_path,
+        db,
     )
     assert dec(res["mart"]) == mart
     # After that clean open/close the WAL has been folded into the file.

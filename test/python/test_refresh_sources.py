@@ -11,6 +11,7 @@ oracle of the orders (a dict order_id -> row updated by the same changes):
   refuses and changes nothing; a refresh never leaves wrong numbers served without reconcile
   saying so.
 """
+
 from __future__ import annotations
 
 import csv
@@ -25,16 +26,23 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import build, connect, dashboard, gen_rows, load_table, oracle, oracle_summary, sql_literal
 
 CHANGE_COLUMNS = ["order_id", "company", "order_day", "revenue", "deleted"]
-CHANGE_SCHEMA = pa.schema([("order_id", pa.int64()), ("company", pa.string()), ("order_day", pa.date32()),
-                           ("revenue", pa.int64()), ("deleted", pa.bool_())])
+CHANGE_SCHEMA = pa.schema(
+    [
+        ("order_id", pa.int64()),
+        ("company", pa.string()),
+        ("order_day", pa.date32()),
+        ("revenue", pa.int64()),
+        ("deleted", pa.bool_()),
+    ]
+)
 BASE = datetime.date(2024, 1, 15)
 
 
 # ------------------------------------------------------------------------------------ oracle
+
 
 def random_changes(rng: random.Random, state: dict, companies: list, n: int, next_id: int) -> list[tuple]:
     """n changes (order_id, company, order_day, revenue, deleted), one per order: corrections,
@@ -50,15 +58,22 @@ def random_changes(rng: random.Random, state: dict, companies: list, n: int, nex
         elif kind == 1:
             out.append((oid, company, day + datetime.timedelta(days=rng.randrange(1, 9)), revenue, False))
         elif kind == 2:
-            out.append((oid, rng.choice(companies), day, rng.randint(-10**6, 10**6), False))
+            out.append((oid, rng.choice(companies), day, rng.randint(-(10**6), 10**6), False))
         else:
-            out.append((oid, company, day, rng.randint(-10**6, 10**6), False))
+            out.append((oid, company, day, rng.randint(-(10**6), 10**6), False))
     for k in range(n - len(live)):
         if k % 7 == 0:
             out.append((next_id + 10**9 + k, None, None, None, True))  # a delete of nothing: ignored
         else:
-            out.append((next_id + k, rng.choice(companies), BASE + datetime.timedelta(days=rng.randrange(40)),
-                        rng.randint(-10**6, 10**6), False))
+            out.append(
+                (
+                    next_id + k,
+                    rng.choice(companies),
+                    BASE + datetime.timedelta(days=rng.randrange(40)),
+                    rng.randint(-(10**6), 10**6),
+                    False,
+                )
+            )
     rng.shuffle(out)
     return out
 
@@ -82,13 +97,15 @@ def assert_serves(con, state: dict, companies, fct="fct_orders", mart="mart_dail
     rows = rows_of(state)
     per_company, cells = oracle(rows)
     assert con.execute(f"SELECT order_id, company, order_day, revenue FROM {fct} ORDER BY order_id").fetchall() == rows
-    assert sorted(con.execute(f"SELECT company, order_day, revenue FROM {mart}").fetchall()) == \
-        sorted((c, d, r) for (c, d), r in cells.items())
+    assert sorted(con.execute(f"SELECT company, order_day, revenue FROM {mart}").fetchall()) == sorted(
+        (c, d, r) for (c, d), r in cells.items()
+    )
     for company in companies:
         assert dashboard(con, company) == per_company.get(company, []), company
 
 
 # ------------------------------------------------------------------------------ file sources
+
 
 def write_changes(path, fmt: str, changes: list[tuple]) -> None:
     if fmt in ("csv", "tsv"):
@@ -96,13 +113,31 @@ def write_changes(path, fmt: str, changes: list[tuple]) -> None:
             w = csv.writer(f, delimiter="," if fmt == "csv" else "\t")
             w.writerow(CHANGE_COLUMNS)
             for oid, company, day, revenue, deleted in changes:
-                w.writerow([oid, "" if company is None else company, "" if day is None else day.isoformat(),
-                            "" if revenue is None else revenue, "true" if deleted else "false"])
+                w.writerow(
+                    [
+                        oid,
+                        "" if company is None else company,
+                        "" if day is None else day.isoformat(),
+                        "" if revenue is None else revenue,
+                        "true" if deleted else "false",
+                    ]
+                )
     elif fmt == "json":
         with open(path, "w", encoding="utf-8") as f:
             for oid, company, day, revenue, deleted in changes:
-                f.write(json.dumps({"order_id": oid, "company": company, "order_day": day and day.isoformat(),
-                                    "revenue": revenue, "deleted": deleted}, ensure_ascii=False) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "order_id": oid,
+                            "company": company,
+                            "order_day": day and day.isoformat(),
+                            "revenue": revenue,
+                            "deleted": deleted,
+                        },
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
     else:
         records = [dict(zip(CHANGE_COLUMNS, c, strict=True)) for c in changes]
         pq.write_table(pa.Table.from_pylist(records, schema=CHANGE_SCHEMA), path)
@@ -132,8 +167,9 @@ def test_refresh_from_a_file_source(con, tmp_path, fmt):
             source = str(tmp_path / f"changes{step}.{fmt}")
             write_changes(source, fmt, changes)
         want = apply_changes(state, changes)
-        got = con.execute("SELECT inserted, updated, deleted, ignored_deletes, fct_rows, source "
-                          "FROM serving_refresh(?)", [source]).fetchone()
+        got = con.execute(
+            "SELECT inserted, updated, deleted, ignored_deletes, fct_rows, source FROM serving_refresh(?)", [source]
+        ).fetchone()
         assert got == (want["inserted"], want["updated"], want["deleted"], want["ignored_deletes"], len(state), source)
         assert_serves(con, state, companies)
         assert con.execute("SELECT count(*) FROM serving_reconcile()").fetchone()[0] == 0
@@ -158,6 +194,7 @@ def test_build_from_tsv(con, tmp_path):
 
 # ----------------------------------------------------------------------- refresh under USE
 
+
 def test_refresh_under_use_other_database(con, tmp_path):
     """README: unqualified names resolve through the caller's search path (`USE other`), and a
     refresh writes every table in the schema of the serving_meta it finds. A layer in memory.main
@@ -174,17 +211,22 @@ def test_refresh_under_use_other_database(con, tmp_path):
     rng = random.Random(83)
     # the decoy: deletes every order of the second layer, were it ever read
     decoy = [(oid, None, None, None, True) for oid in second_state]
-    con.execute("CREATE TABLE memory.main.changes AS SELECT * FROM (SELECT unnest($1::BIGINT[]) AS order_id, "
-                "NULL::VARCHAR AS company, NULL::DATE AS order_day, NULL::BIGINT AS revenue, true AS deleted)",
-                [[c[0] for c in decoy]])
+    con.execute(
+        "CREATE TABLE memory.main.changes AS SELECT * FROM (SELECT unnest($1::BIGINT[]) AS order_id, "
+        "NULL::VARCHAR AS company, NULL::DATE AS order_day, NULL::BIGINT AS revenue, true AS deleted)",
+        [[c[0] for c in decoy]],
+    )
     con.execute("USE other")
     assert build(con, "src")["fct_rows"] == len(second)
     for step in range(2):
         changes = random_changes(rng, second_state, second_companies, 300, 10**7 * (step + 1))
         cols = [list(c) for c in zip(*changes, strict=True)]
-        con.execute("CREATE OR REPLACE TABLE changes AS SELECT unnest($1::BIGINT[]) AS order_id, unnest($2::VARCHAR[]) "
-                    "AS company, unnest($3::DATE[]) AS order_day, unnest($4::BIGINT[]) AS revenue, "
-                    "unnest($5::BOOLEAN[]) AS deleted", cols)
+        con.execute(
+            "CREATE OR REPLACE TABLE changes AS SELECT unnest($1::BIGINT[]) AS order_id, unnest($2::VARCHAR[]) "
+            "AS company, unnest($3::DATE[]) AS order_day, unnest($4::BIGINT[]) AS revenue, "
+            "unnest($5::BOOLEAN[]) AS deleted",
+            cols,
+        )
         want = apply_changes(second_state, changes)
         got = con.execute(
             "SELECT inserted, updated, deleted, ignored_deletes FROM serving_refresh('changes')"
@@ -204,9 +246,12 @@ def test_refresh_under_use_other_database(con, tmp_path):
 # ----------------------------------------------------------------- tampering with the counts
 
 TAMPER_SRC = [
-    (1, "acme", datetime.date(2026, 11, 1), 10), (2, "acme", datetime.date(2026, 11, 1), 20),
-    (3, "acme", datetime.date(2026, 11, 1), -4), (4, "acme", datetime.date(2026, 11, 2), 5),
-    (5, "O'Reilly", datetime.date(2026, 11, 1), 7), (6, "O'Reilly", datetime.date(2026, 11, 3), 0),
+    (1, "acme", datetime.date(2026, 11, 1), 10),
+    (2, "acme", datetime.date(2026, 11, 1), 20),
+    (3, "acme", datetime.date(2026, 11, 1), -4),
+    (4, "acme", datetime.date(2026, 11, 2), 5),
+    (5, "O'Reilly", datetime.date(2026, 11, 1), 7),
+    (6, "O'Reilly", datetime.date(2026, 11, 3), 0),
 ]
 GROUP = ("acme", datetime.date(2026, 11, 1))  # orders 1, 2, 3: revenue 26
 
@@ -220,8 +265,11 @@ def put_source(con):
 
 
 def put_deletes(con, ids):
-    con.execute("CREATE OR REPLACE TABLE changes AS SELECT unnest($1::BIGINT[]) AS order_id, NULL::VARCHAR AS company, "
-                "NULL::DATE AS order_day, NULL::BIGINT AS revenue, true AS deleted", [list(ids)])
+    con.execute(
+        "CREATE OR REPLACE TABLE changes AS SELECT unnest($1::BIGINT[]) AS order_id, NULL::VARCHAR AS company, "
+        "NULL::DATE AS order_day, NULL::BIGINT AS revenue, true AS deleted",
+        [list(ids)],
+    )
 
 
 def set_group_count(con, company, day, orders):
@@ -234,11 +282,13 @@ def set_group_count(con, company, day, orders):
 
 
 def layer(con):
-    return (con.execute("SELECT * FROM fct_orders ORDER BY ALL").fetchall(),
-            con.execute("SELECT * FROM mart_daily ORDER BY ALL").fetchall(),
-            con.execute(
-                "SELECT company, order_days::VARCHAR, orders::VARCHAR FROM serving_mart_counts ORDER BY ALL"
-            ).fetchall())
+    return (
+        con.execute("SELECT * FROM fct_orders ORDER BY ALL").fetchall(),
+        con.execute("SELECT * FROM mart_daily ORDER BY ALL").fetchall(),
+        con.execute(
+            "SELECT company, order_days::VARCHAR, orders::VARCHAR FROM serving_mart_counts ORDER BY ALL"
+        ).fetchall(),
+    )
 
 
 def reconcile(con):
