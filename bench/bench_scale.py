@@ -731,6 +731,7 @@ def main():
                 "src_commit": src_commit,
                 "src_dirty": bool(dirty),
                 "artifact": ext,
+                "artifact_built": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(Path(ext).stat().st_mtime)),
                 "readers": {
                     k: {kk: v[kk] for kk in ("times", "median", "peak_rss_mb", "error") if kk in v}
                     for k, v in r.items()
