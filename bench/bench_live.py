@@ -40,6 +40,7 @@ in the same run. Medians over repetitions; every figure is printed beside its ta
 
 usage: bench_live.py <extension> [--quick]
 """
+
 import datetime
 import json
 import math
@@ -60,8 +61,14 @@ import pyarrow as pa
 from bench import COMPANIES, DAYS, changes_sql, native_build_sql
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
-LAKE_SCHEMA = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
-                         ("order_day", pa.date32()), ("revenue", pa.int64())])
+LAKE_SCHEMA = pa.schema(
+    [
+        pa.field("order_id", pa.int64(), nullable=False),
+        ("company", pa.string()),
+        ("order_day", pa.date32()),
+        ("revenue", pa.int64()),
+    ]
+)
 
 OURS_DASH = "SELECT * FROM serving_dashboard($1)"
 NATIVE_DASH_MART = "SELECT order_day, revenue FROM mart WHERE company = $1 ORDER BY revenue DESC, order_day"
@@ -72,6 +79,7 @@ FAILURES = []
 
 
 # ----------------------------------------------------------------------------- helpers
+
 
 def pct(xs, p):
     """Nearest-rank percentile (p in 0..100)."""
@@ -101,8 +109,11 @@ class Summary:
 
     def print(self):
         head = ("benchmark", "streamhouse", "baseline", "ratio", "target", "")
-        widths = [max(len(str(r[i])) for r in self.rows + [head]) for i in range(6)]
-        line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
+        widths = [max(len(str(r[i])) for r in [*self.rows, head]) for i in range(6)]
+
+        def line(r):
+            return "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+
         print("\nsummary (medians over repetitions)")
         print(line(head))
         print(line(["-" * w for w in widths]))
@@ -169,6 +180,7 @@ class Reader(threading.Thread):
 
 # ----------------------------------------------------------------------------- 1 rebuild latency
 
+
 def rebuild_run(con, ours, expect):
     reader = Reader(con, OURS_DASH if ours else NATIVE_DASH_MART, expect=expect)
     writer = con.cursor()
@@ -194,7 +206,10 @@ def rebuild_run(con, ours, expect):
 
 
 def bench_rebuild_latency(con, summary, reps):
-    print(f"\n1. dashboard latency during 3 rebuilds of 3M orders ({reps} repetitions, reader on its own cursor){load()}", flush=True)
+    print(
+        f"\n1. dashboard latency during 3 rebuilds of 3M orders ({reps} repetitions, reader on its own cursor){load()}",
+        flush=True,
+    )
     make_source(con, "src", 3_000_000)
     con.execute(NATIVE_REPLACE)
     con.execute("SELECT * FROM serving_build('src')").fetchall()
@@ -203,31 +218,63 @@ def bench_rebuild_latency(con, summary, reps):
     assert all(con.execute(OURS_DASH, [c]).fetchall() == expect[c] for c in COMPANY_NAMES)
     res = {True: [], False: []}
     for rep in range(reps):
-        for ours in ((False, True) if rep % 2 == 0 else (True, False)):
+        for ours in (False, True) if rep % 2 == 0 else (True, False):
             r = rebuild_run(con, ours, expect)
             res[ours].append(r)
-            print(f"   rep {rep + 1} {'streamhouse' if ours else 'native     '}: rebuilds {r['rebuilds_s']:5.2f} s, "
-                  f"{r['n']:5d} reads overlapping ({r['completed']} completed), p50 {ms(r['p50'])} p99 {ms(r['p99'])} "
-                  f"max {ms(r['max'])}" + (f", {len(r['errors'])} ERRORS: {r['errors'][0]}" if r["errors"] else ""), flush=True)
+            print(
+                f"   rep {rep + 1} {'streamhouse' if ours else 'native     '}: rebuilds {r['rebuilds_s']:5.2f} s, "
+                f"{r['n']:5d} reads overlapping ({r['completed']} completed), p50 {ms(r['p50'])} p99 {ms(r['p99'])} "
+                f"max {ms(r['max'])}" + (f", {len(r['errors'])} ERRORS: {r['errors'][0]}" if r["errors"] else ""),
+                flush=True,
+            )
             if r["errors"]:
                 fail(f"{'serving_dashboard' if ours else 'native dashboard'} failed during a rebuild: {r['errors'][0]}")
             if r["wrong"]:
-                fail(f"{'serving_dashboard' if ours else 'native dashboard'} gave {r['wrong']} wrong answers during a rebuild")
-    med = {side: {k: statistics.median(r[k] for r in res[side]) for k in ("p50", "p99", "max", "completed", "rebuilds_s")}
-           for side in res}
+                who = "serving_dashboard" if ours else "native dashboard"
+                fail(f"{who} gave {r['wrong']} wrong answers during a rebuild")
+    med = {
+        side: {k: statistics.median(r[k] for r in res[side]) for k in ("p50", "p99", "max", "completed", "rebuilds_s")}
+        for side in res
+    }
     o, n = med[True], med[False]
     for side, m in (("streamhouse", o), ("native", n)):
-        print(f"   {side:<11} median: p50 {ms(m['p50'])}  p99 {ms(m['p99'])}  max {ms(m['max'])}  "
-              f"reads completed during rebuilds {m['completed']:.0f} (rebuilds took {m['rebuilds_s']:.2f} s)")
-    summary.check("1 rebuild: dashboard p99", f"{o['p99'] * 1e3:.1f} ms", f"{n['p99'] * 1e3:.1f} ms native",
-                  o["p99"] / n["p99"], "<=", 3, "x")
-    summary.rows.append(("1 rebuild: p50 / max", f"{o['p50'] * 1e3:.1f} / {o['max'] * 1e3:.0f} ms",
-                         f"{n['p50'] * 1e3:.1f} / {n['max'] * 1e3:.0f} ms", "", "(info)", ""))
-    summary.rows.append(("1 rebuild: reads completed", f"{o['completed']:.0f} in {o['rebuilds_s']:.2f} s",
-                         f"{n['completed']:.0f} in {n['rebuilds_s']:.2f} s", "", "(info)", ""))
+        print(
+            f"   {side:<11} median: p50 {ms(m['p50'])}  p99 {ms(m['p99'])}  max {ms(m['max'])}  "
+            f"reads completed during rebuilds {m['completed']:.0f} (rebuilds took {m['rebuilds_s']:.2f} s)"
+        )
+    summary.check(
+        "1 rebuild: dashboard p99",
+        f"{o['p99'] * 1e3:.1f} ms",
+        f"{n['p99'] * 1e3:.1f} ms native",
+        o["p99"] / n["p99"],
+        "<=",
+        3,
+        "x",
+    )
+    summary.rows.append(
+        (
+            "1 rebuild: p50 / max",
+            f"{o['p50'] * 1e3:.1f} / {o['max'] * 1e3:.0f} ms",
+            f"{n['p50'] * 1e3:.1f} / {n['max'] * 1e3:.0f} ms",
+            "",
+            "(info)",
+            "",
+        )
+    )
+    summary.rows.append(
+        (
+            "1 rebuild: reads completed",
+            f"{o['completed']:.0f} in {o['rebuilds_s']:.2f} s",
+            f"{n['completed']:.0f} in {n['rebuilds_s']:.2f} s",
+            "",
+            "(info)",
+            "",
+        )
+    )
 
 
 # ----------------------------------------------------------------------------- 2 throughput
+
 
 def throughput_run(con, sql, threads, duration):
     cursors = [con.cursor() for _ in range(threads)]
@@ -266,31 +313,41 @@ def throughput_run(con, sql, threads, duration):
 
 
 def bench_throughput(con, summary, reps, duration):
-    print(f"\n2. dashboard throughput, {duration:.0f} s per run, {reps} repetitions (each thread its own cursor){load()}", flush=True)
+    print(
+        f"\n2. dashboard throughput, {duration:.0f} s per run, {reps} repetitions (each thread its own cursor){load()}",
+        flush=True,
+    )
     for c in COMPANY_NAMES[:5]:
         assert con.execute(OURS_DASH, [c]).fetchall() == con.execute(NATIVE_DASH_SERVED, [c]).fetchall()
     for threads in (1, 4):
         qps, cpu = {True: [], False: []}, {True: [], False: []}
         for rep in range(reps):
-            for ours in ((False, True) if rep % 2 == 0 else (True, False)):
+            for ours in (False, True) if rep % 2 == 0 else (True, False):
                 q, c = throughput_run(con, OURS_DASH if ours else NATIVE_DASH_SERVED, threads, duration)
                 qps[ours].append(q)
                 cpu[ours].append(c)
         o, n = statistics.median(qps[True]), statistics.median(qps[False])
         co, cn = statistics.median(cpu[True]), statistics.median(cpu[False])
-        print(f"   {threads} thread(s): streamhouse {o:7.0f}/s  native {n:7.0f}/s  "
-              f"(runs: {' '.join(f'{x:.0f}' for x in qps[True])} | {' '.join(f'{x:.0f}' for x in qps[False])}); "
-              f"process CPU per dashboard {co * 1e3:.2f} ms vs {cn * 1e3:.2f} ms ({co / cn:.2f}x)", flush=True)
+        print(
+            f"   {threads} thread(s): streamhouse {o:7.0f}/s  native {n:7.0f}/s  "
+            f"(runs: {' '.join(f'{x:.0f}' for x in qps[True])} | {' '.join(f'{x:.0f}' for x in qps[False])}); "
+            f"process CPU per dashboard {co * 1e3:.2f} ms vs {cn * 1e3:.2f} ms ({co / cn:.2f}x)",
+            flush=True,
+        )
         if threads == 4:
             con.execute(OURS_DASH, [COMPANY_NAMES[0]]).fetchall()
             idle = time.process_time()
             time.sleep(1.0)
             idle = time.process_time() - idle
-            print(f"   this process, idle for the 1 s after one serving_dashboard call: {idle * 100:.0f}% of a core "
-                  "(the extension's connection watchdog looks every 2 ms for 2 s after any call)")
+            print(
+                f"   this process, idle for the 1 s after one serving_dashboard call: {idle * 100:.0f}% of a core "
+                "(the extension's connection watchdog looks every 2 ms for 2 s after any call)"
+            )
             summary.check("2 throughput, 4 threads", f"{o:.0f}/s", f"{n:.0f}/s native", o / n, ">=", 0.8, "x")
         else:
-            summary.rows.append(("2 throughput, 1 thread", f"{o:.0f}/s", f"{n:.0f}/s native", f"{o / n:.2f}x", "(info)", ""))
+            summary.rows.append(
+                ("2 throughput, 1 thread", f"{o:.0f}/s", f"{n:.0f}/s native", f"{o / n:.2f}x", "(info)", "")
+            )
 
 
 # ----------------------------------------------------------------------------- 3 freshness
@@ -314,16 +371,29 @@ def paimon_writer(root, duration, first_id):
     c = 0
     while c * COMMIT_EVERY < duration:
         time.sleep(max(0.0, t0 + c * COMMIT_EVERY - time.monotonic()))
-        rows = [{"order_id": next_id + i, "company": f"company_{rnd.randrange(COMPANIES)}",
-                 "order_day": day0 + datetime.timedelta(days=rnd.randrange(DAYS)),
-                 "revenue": rnd.randrange(100_000) - 5000} for i in range(NEW_PER_COMMIT)]
+        rows = [
+            {
+                "order_id": next_id + i,
+                "company": f"company_{rnd.randrange(COMPANIES)}",
+                "order_day": day0 + datetime.timedelta(days=rnd.randrange(DAYS)),
+                "revenue": rnd.randrange(100_000) - 5000,
+            }
+            for i in range(NEW_PER_COMMIT)
+        ]
         for k, oid in enumerate(rnd.sample(range(max(0, next_id - RECENT_WINDOW), next_id), CORRECTED_PER_COMMIT)):
             if k % 2:  # a partial row: only the revenue is corrected, the rest is kept by the merge
-                rows.append({"order_id": oid, "company": None, "order_day": None, "revenue": rnd.randrange(100_000) - 5000})
-            else:      # a full correction that moves the order to another day (and company)
-                rows.append({"order_id": oid, "company": f"company_{rnd.randrange(COMPANIES)}",
-                             "order_day": day0 + datetime.timedelta(days=rnd.randrange(DAYS)),
-                             "revenue": rnd.randrange(100_000) - 5000})
+                rows.append(
+                    {"order_id": oid, "company": None, "order_day": None, "revenue": rnd.randrange(100_000) - 5000}
+                )
+            else:  # a full correction that moves the order to another day (and company)
+                rows.append(
+                    {
+                        "order_id": oid,
+                        "company": f"company_{rnd.randrange(COMPANIES)}",
+                        "order_day": day0 + datetime.timedelta(days=rnd.randrange(DAYS)),
+                        "revenue": rnd.randrange(100_000) - 5000,
+                    }
+                )
         next_id += NEW_PER_COMMIT
         started = time.monotonic()
         commit(table, LAKE_SCHEMA, rows)
@@ -339,13 +409,19 @@ def write_initial(root, rows):
     from paimon_write import create_table, open_warehouse
     from pypaimon_rust.datafusion import PaimonCatalog
 
-    table = create_table(open_warehouse(root), "orders", LAKE_SCHEMA, ["order_id"],
-                         {"bucket": "2", "merge-engine": "partial-update"})
-    data = duckdb.connect().sql(f"""
+    table = create_table(
+        open_warehouse(root), "orders", LAKE_SCHEMA, ["order_id"], {"bucket": "2", "merge-engine": "partial-update"}
+    )
+    data = (
+        duckdb.connect()
+        .sql(f"""
         SELECT i AS order_id, 'company_' || (hash(i) % {COMPANIES}) AS company,
                DATE '2024-01-01' + CAST(hash(i * 31) % {DAYS} AS INTEGER) AS order_day,
                CAST(hash(i * 17) % 100000 AS BIGINT) - 5000 AS revenue
-        FROM range({rows}) t(i)""").to_arrow_table().cast(LAKE_SCHEMA)
+        FROM range({rows}) t(i)""")
+        .to_arrow_table()
+        .cast(LAKE_SCHEMA)
+    )
     rust = PaimonCatalog({"warehouse": str(root)}).get_table("db.orders")
     wb = rust.new_batch_write_builder()
     w, c = wb.new_write(), wb.new_commit()
@@ -366,17 +442,26 @@ def probe_apply(con, table, path, below, seed):
     from paimon_write import commit
 
     rnd = random.Random(seed)
-    commit(table, LAKE_SCHEMA, [{"order_id": oid, "company": None, "order_day": None, "revenue": rnd.randrange(100_000)}
-                                for oid in rnd.sample(range(max(0, below - RECENT_WINDOW), below), CORRECTED_PER_COMMIT)])
+    commit(
+        table,
+        LAKE_SCHEMA,
+        [
+            {"order_id": oid, "company": None, "order_day": None, "revenue": rnd.randrange(100_000)}
+            for oid in rnd.sample(range(max(0, below - RECENT_WINDOW), below), CORRECTED_PER_COMMIT)
+        ],
+    )
     t = time.perf_counter()
     con.execute("SELECT * FROM serving_refresh(?)", [path]).fetchall()
     return time.perf_counter() - t
 
 
 def bench_freshness(con, summary, duration, initial_rows):
-    print(f"\n3. freshness: pypaimon commits {NEW_PER_COMMIT} new + {CORRECTED_PER_COMMIT} corrected orders every "
-          f"{COMMIT_EVERY * 1e3:.0f} ms for {duration:.0f} s to a partial-update table of {initial_rows:,} orders; "
-          f"serving_follow every 200 ms{load()}", flush=True)
+    print(
+        f"\n3. freshness: pypaimon commits {NEW_PER_COMMIT} new + {CORRECTED_PER_COMMIT} corrected orders every "
+        f"{COMMIT_EVERY * 1e3:.0f} ms for {duration:.0f} s to a partial-update table of {initial_rows:,} orders; "
+        f"serving_follow every 200 ms{load()}",
+        flush=True,
+    )
     root = tempfile.mkdtemp(prefix="sh-live-bench-")
     try:
         table = write_initial(root, initial_rows)
@@ -406,8 +491,11 @@ def bench_freshness(con, summary, duration, initial_rows):
         dash = Reader(con, OURS_DASH, pace=0.01)
         poller.start()
         dash.start()
-        writer = subprocess.Popen([sys.executable, __file__, "--paimon-writer", root, str(duration), str(initial_rows)],
-                                  stdout=subprocess.PIPE, text=True)
+        writer = subprocess.Popen(
+            [sys.executable, __file__, "--paimon-writer", root, str(duration), str(initial_rows)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         out, _ = writer.communicate(timeout=duration * 5 + 120)
         if writer.returncode != 0:
             fail(f"the pypaimon writer exited with {writer.returncode}")
@@ -420,8 +508,9 @@ def bench_freshness(con, summary, duration, initial_rows):
         dash.finish()
         stop_poll.set()
         poller.join()
-        status = con.execute("SELECT refreshes, lake_snapshot, lake_latest_snapshot, lag_snapshots, last_error "
-                             "FROM serving_status()").fetchall()[0]
+        status = con.execute(
+            "SELECT refreshes, lake_snapshot, lake_latest_snapshot, lag_snapshots, last_error FROM serving_status()"
+        ).fetchall()[0]
         con.execute("SELECT * FROM serving_unfollow()").fetchall()
         apply_last = probe_apply(con, table, path, initial_rows + NEW_PER_COMMIT * len(commits), 2)
 
@@ -438,30 +527,67 @@ def bench_freshness(con, summary, duration, initial_rows):
         d = lat([e - s for s, e in dash.samples if e <= dash_stop])
         commit_cost = lat([c["done"] - c["started"] for c in commits])
         span = (commits[-1]["done"] - commits[0]["started"]) if commits else 0
-        print(f"   {len(commits)} commits in {span:.1f} s (pypaimon commit p50 {ms(commit_cost['p50'])}, max {ms(commit_cost['max'])}); "
-              f"follower applied them in {status[0]} refreshes; {len(polls)} status polls; last_error {status[4]!r}")
-        print(f"   commit -> visible: p50 {ms(v['p50'])}  p99 {ms(v['p99'])}  max {ms(v['max'])}  ({v['n']} commits"
-              + (f", {never} NEVER VISIBLE" if never else "") + ")")
+        print(
+            f"   {len(commits)} commits in {span:.1f} s "
+            f"(pypaimon commit p50 {ms(commit_cost['p50'])}, max {ms(commit_cost['max'])}); "
+            f"follower applied them in {status[0]} refreshes; {len(polls)} status polls; last_error {status[4]!r}"
+        )
+        print(
+            f"   commit -> visible: p50 {ms(v['p50'])}  p99 {ms(v['p99'])}  max {ms(v['max'])}  ({v['n']} commits"
+            + (f", {never} NEVER VISIBLE" if never else "")
+            + ")"
+        )
         third = max(1, len(visible) // 3)
-        print("   commit -> visible p50 / p99 by third of the run: " + ", ".join(
-            f"{pct(visible[k:k + third], 50) * 1e3:.0f} / {pct(visible[k:k + third], 99) * 1e3:.0f} ms"
-            for k in range(0, third * 3, third)))
-        print(f"   where it goes: the follower sleeps 200 ms after each apply; one apply (serving_refresh of one "
-              f"{CORRECTED_PER_COMMIT}-order commit, measured alone) took {ms(apply_first).strip()} after 1 snapshot and "
-              f"{ms(apply_last).strip()} after {len(commits) + 2} (pypaimon never compacts); a serving_status poll took "
-              f"p50 {ms(pct([b - a for a, b, _ in polls], 50)).strip()}")
-        print(f"   dashboard every 10 ms meanwhile: p50 {ms(d['p50'])}  p99 {ms(d['p99'])}  max {ms(d['max'])}  ({d['n']} reads"
-              + (f", {len(dash.errors)} ERRORS: {dash.errors[0]}" if dash.errors else "") + ")", flush=True)
+        print(
+            "   commit -> visible p50 / p99 by third of the run: "
+            + ", ".join(
+                f"{pct(visible[k : k + third], 50) * 1e3:.0f} / {pct(visible[k : k + third], 99) * 1e3:.0f} ms"
+                for k in range(0, third * 3, third)
+            )
+        )
+        print(
+            f"   where it goes: the follower sleeps 200 ms after each apply; one apply (serving_refresh of one "
+            f"{CORRECTED_PER_COMMIT}-order commit, measured alone) took {ms(apply_first).strip()} after 1 snapshot and "
+            f"{ms(apply_last).strip()} after {len(commits) + 2} (pypaimon never compacts); a serving_status poll took "
+            f"p50 {ms(pct([b - a for a, b, _ in polls], 50)).strip()}"
+        )
+        print(
+            f"   dashboard every 10 ms meanwhile: p50 {ms(d['p50'])}  p99 {ms(d['p99'])}  max {ms(d['max'])}  "
+            f"({d['n']} reads" + (f", {len(dash.errors)} ERRORS: {dash.errors[0]}" if dash.errors else "") + ")",
+            flush=True,
+        )
         if never:
             fail(f"{never} commits never became visible (served snapshot {status[1]}, latest {status[2]})")
         if dash.errors or poll_errors:
             fail(f"dashboard/status failed while following: {(dash.errors + poll_errors)[0]}")
-        summary.check("3 freshness: commit->visible p99", f"{v['p99'] * 1e3:.0f} ms", "1.5 s (absolute)",
-                      v["p99"], "<=", 1.5, " s")
-        summary.check("3 freshness: dashboard p99", f"{d['p99'] * 1e3:.1f} ms", "50 ms (absolute)",
-                      d["p99"] * 1e3, "<=", 50, " ms")
-        summary.rows.append(("3 freshness: visible p50 / max", f"{v['p50'] * 1e3:.0f} / {v['max'] * 1e3:.0f} ms",
-                             f"{len(commits)} commits", "", "(info)", ""))
+        summary.check(
+            "3 freshness: commit->visible p99",
+            f"{v['p99'] * 1e3:.0f} ms",
+            "1.5 s (absolute)",
+            v["p99"],
+            "<=",
+            1.5,
+            " s",
+        )
+        summary.check(
+            "3 freshness: dashboard p99",
+            f"{d['p99'] * 1e3:.1f} ms",
+            "50 ms (absolute)",
+            d["p99"] * 1e3,
+            "<=",
+            50,
+            " ms",
+        )
+        summary.rows.append(
+            (
+                "3 freshness: visible p50 / max",
+                f"{v['p50'] * 1e3:.0f} / {v['max'] * 1e3:.0f} ms",
+                f"{len(commits)} commits",
+                "",
+                "(info)",
+                "",
+            )
+        )
 
         # The oracle: pypaimon's own batch read of the latest snapshot, aggregated by plain DuckDB.
         t = time.perf_counter()
@@ -474,19 +600,37 @@ def bench_freshness(con, summary, duration, initial_rows):
         plain = duckdb.connect()
         plain.register("lake", lake)
         plain.register("mart", mart)
-        plain.execute("CREATE TABLE oracle AS SELECT company, order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue "
-                      "FROM lake GROUP BY company, order_day")
+        plain.execute(
+            "CREATE TABLE oracle AS SELECT company, order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue "
+            "FROM lake GROUP BY company, order_day"
+        )
         diff = mart_diff(plain, "mart", "oracle")
-        nulls = plain.execute("SELECT count(*) FROM lake WHERE company IS NULL OR order_day IS NULL OR revenue IS NULL").fetchall()[0][0]
+        nulls = plain.execute(
+            "SELECT count(*) FROM lake WHERE company IS NULL OR order_day IS NULL OR revenue IS NULL"
+        ).fetchall()[0][0]
         reconcile = con.execute("SELECT count(*) FROM serving_reconcile()").fetchall()[0][0]
         ok = diff == 0 and served == latest and nulls == 0 and reconcile == 0
-        print(f"   correctness: mart ({mart.num_rows} groups, snapshot {served}) vs pypaimon's read of snapshot {latest} "
-              f"({lake.num_rows:,} orders, read in {read_s:.1f} s) aggregated natively: {diff} differing rows, "
-              f"reconcile {reconcile} -> {'IDENTICAL' if ok else 'WRONG'}", flush=True)
+        print(
+            f"   correctness: mart ({mart.num_rows} groups, snapshot {served}) vs pypaimon's read of snapshot {latest} "
+            f"({lake.num_rows:,} orders, read in {read_s:.1f} s) aggregated natively: {diff} differing rows, "
+            f"reconcile {reconcile} -> {'IDENTICAL' if ok else 'WRONG'}",
+            flush=True,
+        )
         if not ok:
-            fail(f"followed mart != pypaimon oracle (diff {diff}, served {served}, latest {latest}, NULL rows {nulls}, reconcile {reconcile})")
-        summary.rows.append(("3 freshness: mart == pypaimon oracle", "identical" if ok else "WRONG", "", "", "exact",
-                             "PASS" if ok else "FAILED"))
+            fail(
+                f"followed mart != pypaimon oracle (diff {diff}, served {served}, latest {latest}, "
+                f"NULL rows {nulls}, reconcile {reconcile})"
+            )
+        summary.rows.append(
+            (
+                "3 freshness: mart == pypaimon oracle",
+                "identical" if ok else "WRONG",
+                "",
+                "",
+                "exact",
+                "PASS" if ok else "FAILED",
+            )
+        )
     finally:
         try:
             con.execute("SELECT * FROM serving_unfollow()").fetchall()
@@ -532,13 +676,18 @@ class Truth:
         return wall, inner / 1e3
 
     def verify(self, what):
-        self.con.execute("CREATE OR REPLACE TABLE truth_mart AS SELECT company, order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue "
-                         "FROM truth GROUP BY company, order_day")
+        self.con.execute(
+            "CREATE OR REPLACE TABLE truth_mart AS SELECT company, order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue "
+            "FROM truth GROUP BY company, order_day"
+        )
         diff = mart_diff(self.con, "mart_daily", "truth_mart")
         reconcile = self.con.execute("SELECT count(*) FROM serving_reconcile()").fetchall()[0][0]
         ok = diff == 0 and reconcile == 0
-        print(f"   correctness ({what}): mart_daily vs the source of truth aggregated natively: {diff} differing rows, "
-              f"reconcile {reconcile} -> {'IDENTICAL' if ok else 'WRONG'}", flush=True)
+        print(
+            f"   correctness ({what}): mart_daily vs the source of truth aggregated natively: {diff} differing rows, "
+            f"reconcile {reconcile} -> {'IDENTICAL' if ok else 'WRONG'}",
+            flush=True,
+        )
         if not ok:
             fail(f"{what}: refreshed mart != source of truth (diff {diff}, reconcile {reconcile})")
         return ok
@@ -558,18 +707,26 @@ def bench_steadiness(con, summary, cycles, per_cycle, drift_n):
             times.append(wall)
             (first if k == 0 else later).append(wall)
             (first_inner if k == 0 else later_inner).append(inner)
-        print(f"   (a) cycle {cycle + 1}: build {b:6.0f} ms, then 10k-change refreshes: "
-              + " ".join(f"{x * 1e3:.0f}" for x in times) + " ms", flush=True)
+        print(
+            f"   (a) cycle {cycle + 1}: build {b:6.0f} ms, then 10k-change refreshes: "
+            + " ".join(f"{x * 1e3:.0f}" for x in times)
+            + " ms",
+            flush=True,
+        )
     ok_a = truth.verify("after (a)")
     f, s = statistics.median(first), statistics.median(later)
-    print(f"   (a) first refresh after a build {ms(f)} (inside the extension {ms(statistics.median(first_inner))}), "
-          f"later ones {ms(s)} ({ms(statistics.median(later_inner))})")
-    summary.check("4a first refresh / steady (10k)", f"{f * 1e3:.1f} ms", f"{s * 1e3:.1f} ms steady", f / s, "<=", 1.5, "x")
+    print(
+        f"   (a) first refresh after a build {ms(f)} (inside the extension {ms(statistics.median(first_inner))}), "
+        f"later ones {ms(s)} ({ms(statistics.median(later_inner))})"
+    )
+    summary.check(
+        "4a first refresh / steady (10k)", f"{f * 1e3:.1f} ms", f"{s * 1e3:.1f} ms steady", f / s, "<=", 1.5, "x"
+    )
 
     con.execute("SELECT * FROM serving_build('truth')").fetchall()
     walls, inners = [], []
     t_start = time.perf_counter()
-    for i in range(drift_n):
+    for _i in range(drift_n):
         truth.make_changes(1_000, STEADY_ORDERS // 100)
         wall, inner = truth.refresh()
         walls.append(wall)
@@ -580,20 +737,33 @@ def bench_steadiness(con, summary, cycles, per_cycle, drift_n):
     e_lab = f"{early.start + 1}-{early.stop}"
     l_lab = f"{late.start + 1}-{late.stop}"
     block = drift_n // 10
-    print(f"   (b) {drift_n} refreshes of 1k changes{' (--quick: 200, not 1,000)' if drift_n < 1000 else ''} in {took:.0f} s; "
-          f"median per block of {block}: " + " ".join(f"{statistics.median(walls[k:k + block]) * 1e3:.1f}" for k in range(0, drift_n, block))
-          + " ms")
-    e, l = statistics.median(walls[early]), statistics.median(walls[late])
+    print(
+        f"   (b) {drift_n} refreshes of 1k changes{' (--quick: 200, not 1,000)' if drift_n < 1000 else ''} "
+        f"in {took:.0f} s; "
+        f"median per block of {block}: "
+        + " ".join(f"{statistics.median(walls[k : k + block]) * 1e3:.1f}" for k in range(0, drift_n, block))
+        + " ms"
+    )
+    e, lt = statistics.median(walls[early]), statistics.median(walls[late])
     ei, li = statistics.median(inners[early]), statistics.median(inners[late])
-    print(f"   (b) refreshes {e_lab}: {ms(e)} (inside {ms(ei)}); refreshes {l_lab}: {ms(l)} (inside {ms(li)})")
+    print(f"   (b) refreshes {e_lab}: {ms(e)} (inside {ms(ei)}); refreshes {l_lab}: {ms(lt)} (inside {ms(li)})")
     rows = con.execute("SELECT fct_rows, mart_rows FROM serving_status()").fetchall()[0]
     ok_b = truth.verify(f"after (b), {rows[0]:,} orders")
-    summary.check(f"4b drift: {l_lab} / {e_lab}", f"{l * 1e3:.1f} ms", f"{e * 1e3:.1f} ms", l / e, "<=", 1.2, "x")
-    summary.rows.append(("4 mart == source of truth", "identical" if ok_a and ok_b else "WRONG", "", "", "exact",
-                         "PASS" if ok_a and ok_b else "FAILED"))
+    summary.check(f"4b drift: {l_lab} / {e_lab}", f"{lt * 1e3:.1f} ms", f"{e * 1e3:.1f} ms", lt / e, "<=", 1.2, "x")
+    summary.rows.append(
+        (
+            "4 mart == source of truth",
+            "identical" if ok_a and ok_b else "WRONG",
+            "",
+            "",
+            "exact",
+            "PASS" if ok_a and ok_b else "FAILED",
+        )
+    )
 
 
 # ----------------------------------------------------------------------------- main
+
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--paimon-writer":
@@ -605,14 +775,19 @@ def main():
         sys.exit("usage: bench_live.py <extension> [--quick]")
     con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
     con.execute(f"LOAD '{args[0]}'")
-    print(f"duckdb {duckdb.__version__}, {os.cpu_count()} cores, {'QUICK smoke run' if quick else 'full run'}; "
-          "medians over repetitions", flush=True)
+    print(
+        f"duckdb {duckdb.__version__}, {os.cpu_count()} cores, {'QUICK smoke run' if quick else 'full run'}; "
+        "medians over repetitions",
+        flush=True,
+    )
     summary = Summary()
     started = time.perf_counter()
     bench_rebuild_latency(con, summary, reps=2 if quick else 5)
     bench_throughput(con, summary, reps=1 if quick else 3, duration=1.0 if quick else 3.0)
     bench_freshness(con, summary, duration=10.0 if quick else 60.0, initial_rows=200_000 if quick else 1_000_000)
-    bench_steadiness(con, summary, cycles=2 if quick else 5, per_cycle=4 if quick else 6, drift_n=200 if quick else 1000)
+    bench_steadiness(
+        con, summary, cycles=2 if quick else 5, per_cycle=4 if quick else 6, drift_n=200 if quick else 1000
+    )
     summary.print()
     print(f"\n(total {time.perf_counter() - started:.0f} s{load()})")
     if FAILURES:

@@ -6,6 +6,7 @@ a 22-byte WebAssembly-style custom-section header named `duckdb_signature`, eigh
 NUL-padded fields (three empty, abi type, extension version, C API version, platform,
 magic "4"), then 256 signature bytes left zero (the file is unsigned).
 """
+
 import argparse
 import os
 import shutil

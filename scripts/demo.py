@@ -5,6 +5,7 @@ Writes 500k already-merged orders (one row per order, as a Paimon partial-update
 hold them) to Parquet, loads the extension into an in-memory DuckDB, builds the serving
 layer from the file and shows the dashboard, its plan, and the reconciliation with the fact.
 """
+
 import sys
 import tempfile
 from pathlib import Path
@@ -55,13 +56,19 @@ def lake_demo(con) -> None:
     import datetime
 
     import pyarrow as pa
-
-    from paimon_write import commit as paimon_commit, create_table, open_warehouse
+    from paimon_write import commit as paimon_commit
+    from paimon_write import create_table, open_warehouse
 
     with tempfile.TemporaryDirectory() as tmp:
         catalog = open_warehouse(tmp)
-        schema = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
-                            ("order_day", pa.date32()), ("revenue", pa.int64())])
+        schema = pa.schema(
+            [
+                pa.field("order_id", pa.int64(), nullable=False),
+                ("company", pa.string()),
+                ("order_day", pa.date32()),
+                ("revenue", pa.int64()),
+            ]
+        )
         options = {"bucket": "1", "merge-engine": "partial-update", "changelog-producer": "input"}
         table = create_table(catalog, "fct_orders", schema, ["order_id"], options)
 
@@ -69,8 +76,17 @@ def lake_demo(con) -> None:
             paimon_commit(table, schema, rows)
 
         day = datetime.date(2026, 11, 30)
-        commit([{"order_id": i, "company": COMPANIES[i % 3], "order_day": day - datetime.timedelta(days=i % 4),
-                 "revenue": 100 * i} for i in range(1, 13)])
+        commit(
+            [
+                {
+                    "order_id": i,
+                    "company": COMPANIES[i % 3],
+                    "order_day": day - datetime.timedelta(days=i % 4),
+                    "revenue": 100 * i,
+                }
+                for i in range(1, 13)
+            ]
+        )
         path = f"{tmp}/db.db/fct_orders"
         print("\nLake: a Paimon partial-update table (written by pypaimon), built straight into the serving layer")
         print(con.sql(f"SELECT fct_rows, mart_rows, lake_snapshot FROM serving_build('paimon:{path}')"))

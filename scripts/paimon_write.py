@@ -1,5 +1,6 @@
 """Writing real Paimon tables with Apache Paimon's own Python writer (pypaimon): the one helper
 the demo, the sqllogictest fixtures, the lake tests and the lake benchmark share."""
+
 from __future__ import annotations
 
 import pyarrow as pa

@@ -112,15 +112,28 @@ BUILTIN_EXTENSIONS = ("parquet", "json", "icu")
 REGEX, NOT_REGEX = "<REGEX>:", "<!REGEX>:"
 MULTI_LINE = ("statement", "query")
 LOOPS = ("loop", "foreach", "concurrentloop")
-SINGLE_LINE = ("require", "require-env", "mode", "halt", "hash-threshold", "restart", "load", "endloop") + LOOPS
+SINGLE_LINE = ("require", "require-env", "mode", "halt", "hash-threshold", "restart", "load", "endloop", *LOOPS)
 # An expected error that starts with an error class is matched as a prefix of the message.
 ERROR_CLASS = re.compile(r"[A-Z][A-Za-z]*(?: [A-Za-z]+)* Error:")
 # Errors a test may never expect, not even with 'statement error' / 'statement maybe'.
 NEVER_EXPECTED = ("INTERNAL Error", "FATAL Error")
 # Column type letters: DuckDBPyType.id -> letter; every id not listed here is 'T'.
 INTEGER_TYPES = frozenset(
-    "tinyint smallint integer bigint hugeint utinyint usmallint uinteger ubigint uhugeint "
-    "bignum varint boolean".split()
+    [
+        "tinyint",
+        "smallint",
+        "integer",
+        "bigint",
+        "hugeint",
+        "utinyint",
+        "usmallint",
+        "uinteger",
+        "ubigint",
+        "uhugeint",
+        "bignum",
+        "varint",
+        "boolean",
+    ]
 )
 REAL_TYPES = frozenset(("float", "double", "decimal"))
 TYPE_LETTERS = "IRT"
@@ -291,27 +304,22 @@ def compare_result(ncols: int, sortmode: str, expected: list[str], rows: list) -
     if expected and expected[0].startswith((REGEX, NOT_REGEX)):
         text = "\n".join("\t".join(r) for r in actual)
         return None if regex_matches("\n".join(expected), text) else "result does not satisfy regex"
-    if (
-        ncols > 1
-        and expected
-        and len(expected) == len(actual) * ncols
-        and not any("\t" in ln for ln in expected)
-    ):
+    if ncols > 1 and expected and len(expected) == len(actual) * ncols and not any("\t" in ln for ln in expected):
         exp_rows = [expected[k : k + ncols] for k in range(0, len(expected), ncols)]
     else:
         exp_rows = [split_row(ln, ncols) for ln in expected]
     for k, row in enumerate(exp_rows):
         if len(row) != ncols:
             return f"expected row {k + 1} has {len(row)} value(s) but query has {ncols} column(s)"
+    if len(exp_rows) != len(actual):  # before valuesort folds all rows into one
+        return f"expected {len(exp_rows)} row(s), got {len(actual)}"
     if sortmode == "rowsort":
         exp_rows, actual = sorted(exp_rows), sorted(actual)
     elif sortmode == "valuesort":
         exp_rows = [sorted(v for r in exp_rows for v in r)]
         actual = [sorted(v for r in actual for v in r)]
-    if len(exp_rows) != len(actual):
-        return f"expected {len(exp_rows)} row(s), got {len(actual)}"
-    for k, (e_row, a_row) in enumerate(zip(exp_rows, actual)):
-        for e, a in zip(e_row, a_row):
+    for k, (e_row, a_row) in enumerate(zip(exp_rows, actual, strict=True)):
+        for e, a in zip(e_row, a_row, strict=True):
             if not value_matches(e, a):
                 return f"mismatch in row {k + 1}: expected {short(e)}, got {short(a)}"
     return None
@@ -358,9 +366,7 @@ class FileRunner:
     # -- connection handling -------------------------------------------------
     def connect(self) -> None:
         self.close()
-        self.con = duckdb.connect(
-            self.db_path, read_only=self.read_only, config={"allow_unsigned_extensions": "true"}
-        )
+        self.con = duckdb.connect(self.db_path, read_only=self.read_only, config={"allow_unsigned_extensions": "true"})
         for ext in self.loaded:
             self.load_extension(ext)
 
@@ -375,7 +381,7 @@ class FileRunner:
 
     def load_extension(self, ext: str) -> None:
         try:
-            self.con.execute("LOAD '%s'" % ext.replace("'", "''"))
+            self.con.execute("LOAD '{}'".format(ext.replace("'", "''")))
         except duckdb.Error as exc:
             raise FileAbort(f"LOAD of extension '{ext}' failed: {exc}") from None
 
@@ -413,9 +419,9 @@ class FileRunner:
     def substitute(self, text: str, env: dict[str, str]) -> str:
         text = text.replace("__TEST_DIR__", self.test_dir)
         for var, val in env.items():
-            text = text.replace("${%s}" % var, val)
+            text = text.replace(f"${{{var}}}", val)
         for var, val in self.env_vars.items():  # as DuckDB's ReplaceKeywords: ${VAR} and {VAR}
-            text = text.replace("${%s}" % var, val).replace("{%s}" % var, val)
+            text = text.replace(f"${{{var}}}", val).replace(f"{{{var}}}", val)
         return text
 
     def run_nodes(self, nodes: list, env: dict[str, str]) -> None:
@@ -587,7 +593,7 @@ class FileRunner:
             return
         wrong = [
             f"column {k + 1} is {t} (needs '{type_letter(t)}', header says '{ch}')"
-            for k, (ch, t) in enumerate(zip(letters, types))
+            for k, (ch, t) in enumerate(zip(letters, types, strict=True))
             if type_letter(t) != ch
         ]
         if wrong:

@@ -3,6 +3,7 @@
 Everything the tests compare the extension against is computed here in plain Python from
 the generated rows, never by the extension itself.
 """
+
 from __future__ import annotations
 
 import csv
@@ -81,8 +82,8 @@ def con(ext_path):
 # Data generation and the pure-Python oracle
 # --------------------------------------------------------------------------------------------
 
-def gen_rows(seed: int, n_rows: int, n_companies: int, n_days: int,
-             start: datetime.date = datetime.date(2024, 1, 15)):
+
+def gen_rows(seed: int, n_rows: int, n_companies: int, n_days: int, start: datetime.date = datetime.date(2024, 1, 15)):
     """Rows (order_id, company, order_day: date, revenue) with unique shuffled order ids."""
     rng = random.Random(seed)
     companies = list(TRICKY_COMPANIES[: min(n_companies, len(TRICKY_COMPANIES))])
@@ -160,7 +161,7 @@ def build(con, source: str) -> dict:
     names = [d[0] for d in cur.description]
     rows = cur.fetchall()
     assert len(rows) == 1, rows
-    return dict(zip(names, rows[0]))
+    return dict(zip(names, rows[0], strict=True))
 
 
 def dashboard(con, company: str, function: str = "serving_dashboard"):
@@ -168,6 +169,7 @@ def dashboard(con, company: str, function: str = "serving_dashboard"):
 
 
 def table_exists(con, name: str) -> bool:
-    return con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND NOT temporary", [name]
-    ).fetchone()[0] > 0
+    return (
+        con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND NOT temporary", [name]).fetchone()[0]
+        > 0
+    )

@@ -16,6 +16,7 @@ that poisoned an in-memory cache (not only the tables) is caught too.
 Also the corruption helpers for Paimon table directories, shared with the test (the worker
 applies them itself for the lake-refresh cases, after building from the clean table).
 """
+
 from __future__ import annotations
 
 import datetime
@@ -23,7 +24,6 @@ import json
 import os
 import shutil
 import socket
-import stat
 import sys
 import tempfile
 import traceback
@@ -124,8 +124,21 @@ def fingerprint(con, subst: str | None = None, counters: bool = True) -> str:
 # ------------------------------------------------------------------------------------------------
 
 FILE_ACTIONS = [
-    "truncate0", "truncate1", "truncate_half", "zero_fill", "garbage", "flip", "append_garbage",
-    "delete", "dir", "fifo", "socket", "dev_zero", "symlink_loop", "symlink_missing", "chmod000",
+    "truncate0",
+    "truncate1",
+    "truncate_half",
+    "zero_fill",
+    "garbage",
+    "flip",
+    "append_garbage",
+    "delete",
+    "dir",
+    "fifo",
+    "socket",
+    "dev_zero",
+    "symlink_loop",
+    "symlink_missing",
+    "chmod000",
 ]
 
 
@@ -154,8 +167,15 @@ def select_file(table: Path, selector: str) -> Path:
     if selector == "changelog_file":
         return sorted((table / "bucket-0").glob("changelog-*"))[-1]
     if selector in ("snapshot_dir", "manifest_dir", "schema_dir", "bucket_dir"):
-        return table / {"snapshot_dir": "snapshot", "manifest_dir": "manifest", "schema_dir": "schema",
-                        "bucket_dir": "bucket-0"}[selector]
+        return (
+            table
+            / {
+                "snapshot_dir": "snapshot",
+                "manifest_dir": "manifest",
+                "schema_dir": "schema",
+                "bucket_dir": "bucket-0",
+            }[selector]
+        )
     raise ValueError(selector)
 
 
@@ -183,7 +203,10 @@ def corrupt_file(path: Path, action: str, seed: int) -> None:
 
     rng = random.Random(seed)
     is_dir = path.is_dir() and not path.is_symlink()
-    if action in ("truncate0", "truncate1", "truncate_half", "zero_fill", "garbage", "flip", "append_garbage") and is_dir:
+    if (
+        action in ("truncate0", "truncate1", "truncate_half", "zero_fill", "garbage", "flip", "append_garbage")
+        and is_dir
+    ):
         action = "delete"  # content edits make no sense on a directory
     if action == "chmod000":
         os.chmod(path, 0)
@@ -229,40 +252,80 @@ def corrupt_file(path: Path, action: str, seed: int) -> None:
 # JSON edits of the latest snapshot / the schema: (file selector, key path, new value or "$del").
 BIG = 2**63 - 1
 JSON_EDITS = [
-    ("snapshot_latest", "id", -1), ("snapshot_latest", "id", 999), ("snapshot_latest", "id", "two"),
-    ("snapshot_latest", "id", None), ("snapshot_latest", "schemaId", 99), ("snapshot_latest", "schemaId", -1),
+    ("snapshot_latest", "id", -1),
+    ("snapshot_latest", "id", 999),
+    ("snapshot_latest", "id", "two"),
+    ("snapshot_latest", "id", None),
+    ("snapshot_latest", "schemaId", 99),
+    ("snapshot_latest", "schemaId", -1),
     ("snapshot_latest", "baseManifestList", "../../../../../../../../etc/passwd"),
-    ("snapshot_latest", "baseManifestList", "/dev/zero"), ("snapshot_latest", "baseManifestList", ""),
-    ("snapshot_latest", "baseManifestList", "../snapshot"), ("snapshot_latest", "baseManifestList", "$del"),
+    ("snapshot_latest", "baseManifestList", "/dev/zero"),
+    ("snapshot_latest", "baseManifestList", ""),
+    ("snapshot_latest", "baseManifestList", "../snapshot"),
+    ("snapshot_latest", "baseManifestList", "$del"),
     ("snapshot_latest", "deltaManifestList", "../snapshot/LATEST"),
     ("snapshot_latest", "changelogManifestList", "nope"),
-    ("snapshot_latest", "timeMillis", BIG), ("snapshot_latest", "timeMillis", -(2**63)),
-    ("snapshot_latest", "timeMillis", -1), ("snapshot_latest", "timeMillis", 1e300),
-    ("snapshot_latest", "timeMillis", "soon"), ("snapshot_latest", "totalRecordCount", -5),
-    ("snapshot_latest", "totalRecordCount", BIG), ("snapshot_latest", "deltaRecordCount", None),
-    ("snapshot_latest", "changelogRecordCount", -(2**63)), ("snapshot_latest", "commitKind", "BOGUS"),
-    ("snapshot_latest", "commitKind", ""), ("snapshot_latest", "version", 99),
-    ("snapshot_latest", "baseManifestListSize", -1), ("snapshot_latest", "$whole", "{"),
-    ("snapshot_latest", "$whole", "[]"), ("snapshot_latest", "$whole", "null"),
-    ("snapshot_latest", "$whole", "[" * 100_000), ("snapshot_first", "id", 2),
-    ("schema", "fields.3.type", "STRING"), ("schema", "fields.3.type", "FOO"),
-    ("schema", "fields.0.type", "BIGINT"), ("schema", "fields.1.type", "DECIMAL(100, 2)"),
-    ("schema", "fields.2.name", "order_id"), ("schema", "fields", []), ("schema", "primaryKeys", ["nope"]),
-    ("schema", "partitionKeys", ["nope"]), ("schema", "options.bucket", "-1"), ("schema", "options.bucket", "0"),
-    ("schema", "options.bucket", "abc"), ("schema", "options.bucket", "99999999999999999999"),
-    ("schema", "options.merge-engine", "bogus"), ("schema", "options.sequence.field", "nope"),
-    ("schema", "options.changelog-producer", "bogus"), ("schema", "options.rowkind.field", "nope"),
-    ("schema", "options.merge-engine", "aggregation"), ("schema", "id", 99), ("schema", "highestFieldId", -1),
-    ("schema", "$whole", ""), ("schema", "$whole", "{\"fields\": 5}"),
-    ("LATEST", "$text", ""), ("LATEST", "$text", "-1"), ("LATEST", "$text", "0"), ("LATEST", "$text", "99"),
-    ("LATEST", "$text", "abc"), ("LATEST", "$text", str(BIG)), ("LATEST", "$text", "99999999999999999999"),
-    ("LATEST", "$text", " 2 \n"), ("LATEST", "$text", "\0"), ("EARLIEST", "$text", "2"),
-    ("EARLIEST", "$text", "-5"), ("EARLIEST", "$text", "junk"), ("EARLIEST", "$text", str(BIG)),
+    ("snapshot_latest", "timeMillis", BIG),
+    ("snapshot_latest", "timeMillis", -(2**63)),
+    ("snapshot_latest", "timeMillis", -1),
+    ("snapshot_latest", "timeMillis", 1e300),
+    ("snapshot_latest", "timeMillis", "soon"),
+    ("snapshot_latest", "totalRecordCount", -5),
+    ("snapshot_latest", "totalRecordCount", BIG),
+    ("snapshot_latest", "deltaRecordCount", None),
+    ("snapshot_latest", "changelogRecordCount", -(2**63)),
+    ("snapshot_latest", "commitKind", "BOGUS"),
+    ("snapshot_latest", "commitKind", ""),
+    ("snapshot_latest", "version", 99),
+    ("snapshot_latest", "baseManifestListSize", -1),
+    ("snapshot_latest", "$whole", "{"),
+    ("snapshot_latest", "$whole", "[]"),
+    ("snapshot_latest", "$whole", "null"),
+    ("snapshot_latest", "$whole", "[" * 100_000),
+    ("snapshot_first", "id", 2),
+    ("schema", "fields.3.type", "STRING"),
+    ("schema", "fields.3.type", "FOO"),
+    ("schema", "fields.0.type", "BIGINT"),
+    ("schema", "fields.1.type", "DECIMAL(100, 2)"),
+    ("schema", "fields.2.name", "order_id"),
+    ("schema", "fields", []),
+    ("schema", "primaryKeys", ["nope"]),
+    ("schema", "partitionKeys", ["nope"]),
+    ("schema", "options.bucket", "-1"),
+    ("schema", "options.bucket", "0"),
+    ("schema", "options.bucket", "abc"),
+    ("schema", "options.bucket", "99999999999999999999"),
+    ("schema", "options.merge-engine", "bogus"),
+    ("schema", "options.sequence.field", "nope"),
+    ("schema", "options.changelog-producer", "bogus"),
+    ("schema", "options.rowkind.field", "nope"),
+    ("schema", "options.merge-engine", "aggregation"),
+    ("schema", "id", 99),
+    ("schema", "highestFieldId", -1),
+    ("schema", "$whole", ""),
+    ("schema", "$whole", '{"fields": 5}'),
+    ("LATEST", "$text", ""),
+    ("LATEST", "$text", "-1"),
+    ("LATEST", "$text", "0"),
+    ("LATEST", "$text", "99"),
+    ("LATEST", "$text", "abc"),
+    ("LATEST", "$text", str(BIG)),
+    ("LATEST", "$text", "99999999999999999999"),
+    ("LATEST", "$text", " 2 \n"),
+    ("LATEST", "$text", "\0"),
+    ("EARLIEST", "$text", "2"),
+    ("EARLIEST", "$text", "-5"),
+    ("EARLIEST", "$text", "junk"),
+    ("EARLIEST", "$text", str(BIG)),
     # Extra files that must be ignored or refused: odd snapshot / schema names.
-    ("$extra", "snapshot/snapshot-abc", "{}"), ("$extra", "snapshot/snapshot-99999999999999999999", "{}"),
-    ("$extra", "snapshot/snapshot--1", "{}"), ("$extra", "snapshot/snapshot-0", "$copy:snapshot/snapshot-1"),
-    ("$extra", "schema/schema-1", "{}"), ("$extra", "schema/schema-99999999999999999999", "{}"),
-    ("$extra", "schema/schema-x", "{}"), ("$extra", f"snapshot/snapshot-{BIG}", "$copy:snapshot/snapshot-1"),
+    ("$extra", "snapshot/snapshot-abc", "{}"),
+    ("$extra", "snapshot/snapshot-99999999999999999999", "{}"),
+    ("$extra", "snapshot/snapshot--1", "{}"),
+    ("$extra", "snapshot/snapshot-0", "$copy:snapshot/snapshot-1"),
+    ("$extra", "schema/schema-1", "{}"),
+    ("$extra", "schema/schema-99999999999999999999", "{}"),
+    ("$extra", "schema/schema-x", "{}"),
+    ("$extra", f"snapshot/snapshot-{BIG}", "$copy:snapshot/snapshot-1"),
     ("$gap", "snapshot/snapshot-1", None),
 ]
 
@@ -291,7 +354,7 @@ def apply_json_edit(table: Path, edit) -> None:
     if selector == "$extra":
         target = table / key
         if isinstance(value, str) and value.startswith("$copy:"):
-            shutil.copyfile(table / value[len("$copy:"):], target)
+            shutil.copyfile(table / value[len("$copy:") :], target)
         else:
             target.write_text(value)
         return
@@ -363,12 +426,15 @@ class Worker:
         self.mode = mode
         self.out = out
         self.work = Path(tempfile.mkdtemp(prefix=f"worker-{os.getpid()}-", dir=self.root / "scratch"))
-        self.con = duckdb.connect(":memory:", config={
-            "allow_unsigned_extensions": "true",
-            # No downloads: an s3:// or https:// argument must fail locally, not fetch httpfs.
-            "autoinstall_known_extensions": "false",
-            "autoload_known_extensions": "false",
-        })
+        self.con = duckdb.connect(
+            ":memory:",
+            config={
+                "allow_unsigned_extensions": "true",
+                # No downloads: an s3:// or https:// argument must fail locally, not fetch httpfs.
+                "autoinstall_known_extensions": "false",
+                "autoload_known_extensions": "false",
+            },
+        )
         self.con.execute("LOAD " + sql_literal(ext))
         if int(os.environ.get("FUZZ_THREADS") or 0) > 0:
             # Tiny tables: one thread per worker halves the per-statement overhead.
@@ -377,13 +443,17 @@ class Worker:
         con.execute("CREATE TABLE fz_base (order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT)")
         self.rows = base_rows()
         con.executemany("INSERT INTO fz_base VALUES (?, ?, ?, ?)", self.rows)
-        con.execute("CREATE TABLE fz_changes (order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT, "
-                    "deleted BOOLEAN)")
+        con.execute(
+            "CREATE TABLE fz_changes (order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT, "
+            "deleted BOOLEAN)"
+        )
         con.executemany("INSERT INTO fz_changes VALUES (?, ?, ?, ?, ?)", change_rows())
         con.execute("CREATE VIEW fz_view AS SELECT * FROM fz_base")
         con.execute("CREATE TABLE fz_args (s VARCHAR, i BIGINT, n INTEGER)")
-        con.executemany("INSERT INTO fz_args VALUES (?, ?, ?)",
-                        [("acme", 1, 1), (None, None, None), ("", -1, 0), ("a\x00b", 2**62, 2**31 - 1)])
+        con.executemany(
+            "INSERT INTO fz_args VALUES (?, ?, ?)",
+            [("acme", 1, 1), (None, None, None), ("", -1, 0), ("a\x00b", 2**62, 2**31 - 1)],
+        )
         con.execute("CREATE TABLE fz_strs (s VARCHAR)")
         strings_file = self.root / "strings.json"
         if strings_file.is_file():
@@ -464,13 +534,13 @@ class Worker:
                 company = decode(check["oracle"])
                 want = self.oracle.get(company, [])
                 if [tuple(r) for r in rows] != want:
-                    res["wrong"] = (f"answer for company {_short(company, 60)} is {_short(rows)}, "
-                                    f"oracle says {_short(want)}")
+                    res["wrong"] = (
+                        f"answer for company {_short(company, 60)} is {_short(rows)}, oracle says {_short(want)}"
+                    )
         except self.duckdb.Error as e:
             res.update(outcome="error", etype=type(e).__name__, msg=str(e))
         except Exception as e:  # not a DuckDB error: a Python-level failure (decoding a result...)
-            res.update(outcome="pyerror", etype=type(e).__name__, msg=str(e)[:4000],
-                       tb=traceback.format_exc()[-4000:])
+            res.update(outcome="pyerror", etype=type(e).__name__, msg=str(e)[:4000], tb=traceback.format_exc()[-4000:])
         self.after(case, res)
         return res
 
@@ -479,8 +549,10 @@ class Worker:
         con = self.con
         try:
             # A failed statement inside an explicit transaction leaves it open: end it.
-            if any(s.strip().upper().startswith("BEGIN") for s in
-                   (case["sql"] if isinstance(case.get("sql"), list) else [case.get("sql") or ""])):
+            if any(
+                s.strip().upper().startswith("BEGIN")
+                for s in (case["sql"] if isinstance(case.get("sql"), list) else [case.get("sql") or ""])
+            ):
                 try:
                     con.execute("ROLLBACK")
                 except self.duckdb.Error:
@@ -493,9 +565,13 @@ class Worker:
                 if (res["outcome"] == "ok" or case.get("may_change")) and mutating:
                     self.rebuild()
                     if fingerprint(con) != self.fp0:
-                        res["changed"] = "rebuilding from fz_base after a successful build/refresh did not restore the layer"
+                        res["changed"] = (
+                            "rebuilding from fz_base after a successful build/refresh did not restore the layer"
+                        )
                 else:
-                    res["changed"] = f"serving layer changed after a {'failed' if res['outcome'] != 'ok' else 'read-only'} call"
+                    res["changed"] = (
+                        f"serving layer changed after a {'failed' if res['outcome'] != 'ok' else 'read-only'} call"
+                    )
                     self.rebuild()
             if case.get("func") == "serving_refresh" and res["outcome"] != "ok" and case.get("deep", True):
                 # The layer must also behave: a known refresh gives the recorded result (a failed
@@ -544,19 +620,24 @@ class Worker:
                 return res
             self._advance(p)
             apply_corruption(p, case["corruption"])
-            sql = ("SELECT * FROM serving_follow(?, every := INTERVAL '10 milliseconds')" if follow
-                   else "SELECT * FROM serving_refresh(?)")
+            sql = (
+                "SELECT * FROM serving_follow(?, every := INTERVAL '10 milliseconds')"
+                if follow
+                else "SELECT * FROM serving_refresh(?)"
+            )
             try:
                 cur = con.execute(sql, [src])
                 names = [d[0] for d in cur.description]
                 rows = cur.fetchall()
                 res.update(outcome="ok", nrows=len(rows), sample=_short(rows[:1]))
                 if not follow:
-                    said = dict(zip(names, rows[0])).get("lake_snapshot")
+                    said = dict(zip(names, rows[0], strict=True)).get("lake_snapshot")
                     meta = con.execute("SELECT lake_snapshot FROM serving_meta").fetchone()[0]
                     if said != meta:
-                        res["wrong"] = (f"serving_refresh succeeded on the corrupt table reporting lake_snapshot "
-                                        f"{said!r}, but serving_meta records {meta!r}")
+                        res["wrong"] = (
+                            f"serving_refresh succeeded on the corrupt table reporting lake_snapshot "
+                            f"{said!r}, but serving_meta records {meta!r}"
+                        )
             except self.duckdb.Error as e:
                 res.update(outcome="error", etype=type(e).__name__, msg=str(e))
             except Exception as e:
@@ -572,13 +653,21 @@ class Worker:
             try:
                 fp = self._lake_fp(p)
                 if res["outcome"] != "ok" and fp != self.fp_lake_built:
-                    changed.append("the serving layer changed although serving_refresh failed" if not follow
-                                   else "the serving layer changed although serving_follow failed")
-                elif res["outcome"] == "ok" and fp != self.fp_lake_built and \
-                        self._lake_fp(p, counters=False) not in (self.fp_lake_refreshed_content,
-                                                                self.fp_lake_built_content):
-                    changed.append("after the call on the corrupt table the layer is neither the snapshot-2 build "
-                                   "nor the snapshot-3 refresh")
+                    changed.append(
+                        "the serving layer changed although serving_refresh failed"
+                        if not follow
+                        else "the serving layer changed although serving_follow failed"
+                    )
+                elif (
+                    res["outcome"] == "ok"
+                    and fp != self.fp_lake_built
+                    and self._lake_fp(p, counters=False)
+                    not in (self.fp_lake_refreshed_content, self.fp_lake_built_content)
+                ):
+                    changed.append(
+                        "after the call on the corrupt table the layer is neither the snapshot-2 build "
+                        "nor the snapshot-3 refresh"
+                    )
                 # Restore the clean table at snapshot 3: a refresh must now land exactly.
                 rmtree(p)
                 copy_table(self.lake_s2, p)

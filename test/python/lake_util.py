@@ -1,5 +1,6 @@
 """Real Paimon tables for the lake tests, written with Apache Paimon's own Python writer
 (pypaimon), plus pure-Python oracles of each merge engine over the rows written."""
+
 from __future__ import annotations
 
 import sys
@@ -8,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from paimon_write import commit, create_table, open_warehouse  # noqa: E402
+from paimon_write import commit, create_table, open_warehouse
 
 
 class Warehouse:
@@ -57,7 +58,7 @@ def oracle_deduplicate(commits, key="id", kind="op"):
 def oracle_partial_update(commits, key="id"):
     state: dict = {}
     for row in writes(commits):
-        cur = state.setdefault(row[key], {c: None for c in row})
+        cur = state.setdefault(row[key], dict.fromkeys(row))
         for col, v in row.items():
             if v is not None:
                 cur[col] = v

@@ -8,6 +8,7 @@ command line.
 
 Values that JSON cannot carry exactly are cast to VARCHAR in SQL (dates, HUGEINT revenue).
 """
+
 import json
 import os
 import sys
@@ -19,12 +20,13 @@ import duckdb
 CFG = {"allow_unsigned_extensions": "true"}
 COLUMNS = "{'order_id': 'BIGINT', 'company': 'VARCHAR', 'order_day': 'DATE', 'revenue': 'BIGINT'}"
 DASH = "SELECT CAST(order_day AS VARCHAR), CAST(revenue AS VARCHAR) FROM serving_dashboard(?)"
-SUMMARY = ("SELECT fct_rows, mart_rows, companies, days, CAST(total_revenue AS VARCHAR) "
-           "FROM serving_build(?)")
+SUMMARY = "SELECT fct_rows, mart_rows, companies, days, CAST(total_revenue AS VARCHAR) FROM serving_build(?)"
 # A big generated source: long enough a build that the process exits while it runs.
-BIG_SOURCE = ("CREATE OR REPLACE TABLE big AS SELECT i AS order_id, 'b' || (i % 97) AS company, "
-              "DATE '2024-01-01' + CAST(i % 365 AS INTEGER) AS order_day, (i % 1000) - 300 AS revenue "
-              "FROM range({n}) t(i)")
+BIG_SOURCE = (
+    "CREATE OR REPLACE TABLE big AS SELECT i AS order_id, 'b' || (i % 97) AS company, "
+    "DATE '2024-01-01' + CAST(i % 365 AS INTEGER) AS order_day, (i % 1000) - 300 AS revenue "
+    "FROM range({n}) t(i)"
+)
 
 
 def lit(text):
@@ -45,15 +47,24 @@ def load(c, ext):
 
 
 def load_src(c, csv_path):
-    c.execute("CREATE OR REPLACE TABLE src AS SELECT * FROM read_csv(" + lit(csv_path)
-              + ", header = true, quote = '\"', escape = '\"', columns = " + COLUMNS + ")")
+    c.execute(
+        "CREATE OR REPLACE TABLE src AS SELECT * FROM read_csv("
+        + lit(csv_path)
+        + ", header = true, quote = '\"', escape = '\"', columns = "
+        + COLUMNS
+        + ")"
+    )
 
 
 def our_functions(c):
-    return [r[0] for r in c.execute(
-        "SELECT DISTINCT function_name FROM duckdb_functions() "
-        "WHERE function_name LIKE 'serving\\_%' ESCAPE '\\' OR function_name LIKE 'paimon\\_%' ESCAPE '\\' ORDER BY 1"
-    ).fetchall()]
+    return [
+        r[0]
+        for r in c.execute(
+            "SELECT DISTINCT function_name FROM duckdb_functions() "
+            "WHERE function_name LIKE 'serving\\_%' ESCAPE '\\' "
+            "OR function_name LIKE 'paimon\\_%' ESCAPE '\\' ORDER BY 1"
+        ).fetchall()
+    ]
 
 
 def companies_of(c, table):
@@ -61,14 +72,15 @@ def companies_of(c, table):
 
 
 def dashboards(c, companies):
-    return {co: [list(r) for r in c.execute(DASH, [co]).fetchall()] for co in companies + ["nobody"]}
+    return {co: [list(r) for r in c.execute(DASH, [co]).fetchall()] for co in [*companies, "nobody"]}
 
 
 def serving_state(c):
     """What a reopened database holds, read with plain SQL (no extension needed)."""
     fct = c.execute("SELECT count(*), CAST(sum(revenue::HUGEINT) AS VARCHAR) FROM fct_orders").fetchone()
-    mart = c.execute("SELECT company, CAST(order_day AS VARCHAR), CAST(revenue AS VARCHAR) "
-                     "FROM mart_daily ORDER BY ALL").fetchall()
+    mart = c.execute(
+        "SELECT company, CAST(order_day AS VARCHAR), CAST(revenue AS VARCHAR) FROM mart_daily ORDER BY ALL"
+    ).fetchall()
     source = c.execute("SELECT source FROM serving_meta").fetchall()
     return {"fct": list(fct), "mart": [list(r) for r in mart], "source": [r[0] for r in source]}
 
@@ -90,8 +102,14 @@ def step_refused(ext, db):
             errors.append(None)
         except duckdb.Error as e:
             errors.append({"type": type(e).__name__, "message": str(e)})
-    done({"version": duckdb.__version__, "errors": errors, "after": c.execute("SELECT 42").fetchone()[0],
-          "functions": our_functions(c)})
+    done(
+        {
+            "version": duckdb.__version__,
+            "errors": errors,
+            "after": c.execute("SELECT 42").fetchone()[0],
+            "functions": our_functions(c),
+        }
+    )
     c.close()
 
 
@@ -141,8 +159,17 @@ def step_close_reopen(ext, db, csv_path):
     after = dashboards(c, companies_of(c, "src"))
     reconcile = c.execute("SELECT count(*) FROM serving_reconcile()").fetchone()[0]
     c.close()
-    done({"version": duckdb.__version__, "summary": summary, "before": before, "after": after,
-          "state": state, "reconcile": reconcile, "checkpointed": checkpointed})
+    done(
+        {
+            "version": duckdb.__version__,
+            "summary": summary,
+            "before": before,
+            "after": after,
+            "state": state,
+            "reconcile": reconcile,
+            "checkpointed": checkpointed,
+        }
+    )
 
 
 def step_reopen(ext, db, table):
@@ -175,15 +202,14 @@ def step_exit_during_build(ext, db, csv_path, big_rows):
         started.set()
         try:
             cur.execute("SELECT * FROM serving_build('big')").fetchall()
-        except Exception as e:  # noqa: BLE001 - reported, not swallowed
+        except Exception as e:  # reported, not swallowed
             errors.append(repr(e))
         finished.set()
 
     threading.Thread(target=build_big, daemon=True).start()
     started.wait(10)
     time.sleep(0.05)
-    done({"version": duckdb.__version__, "first": first, "finished_at_exit": finished.is_set(),
-          "errors": errors})
+    done({"version": duckdb.__version__, "first": first, "finished_at_exit": finished.is_set(), "errors": errors})
     # Falls off the end: interpreter shutdown with the daemon thread inside serving_build.
 
 

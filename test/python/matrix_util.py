@@ -3,6 +3,7 @@ scenario step (test/python/matrix_child.py) in a fresh process of it.
 
 The venvs are made by `make venv` (scripts/venv.sh) from scripts/requirements*.txt.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 CHILD = Path(__file__).with_name("matrix_child.py")
@@ -53,11 +53,11 @@ def describe(rc: int) -> str:
 def run_unchecked(cmd: list, timeout: int = TIMEOUT, **kw) -> subprocess.CompletedProcess:
     """Run a command; a hang fails the test with the command line to reproduce it."""
     try:
-        return subprocess.run([str(a) for a in cmd], capture_output=True, text=True, timeout=timeout, check=False,
-                              **kw)
+        return subprocess.run([str(a) for a in cmd], capture_output=True, text=True, timeout=timeout, check=False, **kw)
     except subprocess.TimeoutExpired as e:
-        pytest.fail(f"hung for {timeout}s: {command_line(cmd)}\nstdout: {e.stdout!r}\nstderr: {e.stderr!r}",
-                    pytrace=False)
+        pytest.fail(
+            f"hung for {timeout}s: {command_line(cmd)}\nstdout: {e.stdout!r}\nstderr: {e.stderr!r}", pytrace=False
+        )
 
 
 def command_line(cmd: list) -> str:
@@ -67,8 +67,9 @@ def command_line(cmd: list) -> str:
 def check_exit(p: subprocess.CompletedProcess) -> None:
     """Exit code 0; a negative one is a signal (a crash): both with the command to reproduce it."""
     what = "crashed" if p.returncode < 0 else "failed"
-    assert p.returncode == 0, (f"{what}, {describe(p.returncode)}: {command_line(p.args)}\n"
-                               f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+    assert p.returncode == 0, (
+        f"{what}, {describe(p.returncode)}: {command_line(p.args)}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    )
 
 
 def run(cmd: list, timeout: int = TIMEOUT, **kw) -> subprocess.CompletedProcess:
@@ -78,7 +79,7 @@ def run(cmd: list, timeout: int = TIMEOUT, **kw) -> subprocess.CompletedProcess:
 
 
 def result_of(p: subprocess.CompletedProcess) -> dict:
-    results = [line[len("RESULT "):] for line in p.stdout.splitlines() if line.startswith("RESULT ")]
+    results = [line[len("RESULT ") :] for line in p.stdout.splitlines() if line.startswith("RESULT ")]
     assert len(results) == 1, f"expected one RESULT line:\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
     return json.loads(results[0])
 

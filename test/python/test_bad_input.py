@@ -1,4 +1,5 @@
 """Every bad source is refused with a message naming the problem, and the previous build survives."""
+
 from __future__ import annotations
 
 import datetime
@@ -6,7 +7,6 @@ import time
 
 import duckdb
 import pytest
-
 from conftest import build, connect, dashboard, gen_rows, load_table, oracle, sql_literal
 
 GOOD = "src_good"
@@ -44,48 +44,113 @@ TXT = "order_id BIGINT, company VARCHAR, order_day VARCHAR, revenue BIGINT"
 
 # (case id, DDL, rows, substrings that must all appear in the error message)
 BAD_TABLES = [
-    ("duplicate_order_id", STD,
-     [(1, "a", D, 1), (987654321, "a", D, 2), (3, "b", D, 3), (987654321, "b", D, 4)],
-     ["duplicate order_id 987654321", "2 rows"]),
-    ("duplicate_order_id_triple", STD,
-     [(5, "a", D, 1)] * 3 + [(6, "a", D, 1)],
-     ["duplicate order_id 5", "3 rows"]),
-    ("missing_revenue", "order_id BIGINT, company VARCHAR, order_day DATE, amount BIGINT",
-     [(1, "a", D, 1)], ["no column 'revenue'", "amount"]),
-    ("missing_company", "order_id BIGINT, customer VARCHAR, order_day DATE, revenue BIGINT",
-     [(1, "a", D, 1)], ["no column 'company'"]),
-    ("missing_order_id", "id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT",
-     [(1, "a", D, 1)], ["no column 'order_id'"]),
-    ("missing_order_day", "order_id BIGINT, company VARCHAR, day DATE, revenue BIGINT",
-     [(1, "a", D, 1)], ["no column 'order_day'"]),
-    ("revenue_double", "order_id BIGINT, company VARCHAR, order_day DATE, revenue DOUBLE",
-     [(1, "a", D, 1.5)], ["'revenue'", "DOUBLE"]),
-    ("revenue_decimal_scale", "order_id BIGINT, company VARCHAR, order_day DATE, revenue DECIMAL(18,2)",
-     [(1, "a", D, 1)], ["'revenue'", "DECIMAL(18,2)"]),
-    ("revenue_varchar", "order_id BIGINT, company VARCHAR, order_day DATE, revenue VARCHAR",
-     [(1, "a", D, "12")], ["'revenue'", "VARCHAR"]),
-    ("company_integer", "order_id BIGINT, company INTEGER, order_day DATE, revenue BIGINT",
-     [(1, 7, D, 1)], ["'company'", "INTEGER"]),
-    ("order_id_varchar", "order_id VARCHAR, company VARCHAR, order_day DATE, revenue BIGINT",
-     [("1", "a", D, 1)], ["'order_id'", "VARCHAR"]),
-    ("order_day_timestamp", "order_id BIGINT, company VARCHAR, order_day TIMESTAMP, revenue BIGINT",
-     [(1, "a", datetime.datetime(2024, 5, 1, 12), 1)], ["'order_day'", "TIMESTAMP"]),
+    (
+        "duplicate_order_id",
+        STD,
+        [(1, "a", D, 1), (987654321, "a", D, 2), (3, "b", D, 3), (987654321, "b", D, 4)],
+        ["duplicate order_id 987654321", "2 rows"],
+    ),
+    ("duplicate_order_id_triple", STD, [(5, "a", D, 1)] * 3 + [(6, "a", D, 1)], ["duplicate order_id 5", "3 rows"]),
+    (
+        "missing_revenue",
+        "order_id BIGINT, company VARCHAR, order_day DATE, amount BIGINT",
+        [(1, "a", D, 1)],
+        ["no column 'revenue'", "amount"],
+    ),
+    (
+        "missing_company",
+        "order_id BIGINT, customer VARCHAR, order_day DATE, revenue BIGINT",
+        [(1, "a", D, 1)],
+        ["no column 'company'"],
+    ),
+    (
+        "missing_order_id",
+        "id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT",
+        [(1, "a", D, 1)],
+        ["no column 'order_id'"],
+    ),
+    (
+        "missing_order_day",
+        "order_id BIGINT, company VARCHAR, day DATE, revenue BIGINT",
+        [(1, "a", D, 1)],
+        ["no column 'order_day'"],
+    ),
+    (
+        "revenue_double",
+        "order_id BIGINT, company VARCHAR, order_day DATE, revenue DOUBLE",
+        [(1, "a", D, 1.5)],
+        ["'revenue'", "DOUBLE"],
+    ),
+    (
+        "revenue_decimal_scale",
+        "order_id BIGINT, company VARCHAR, order_day DATE, revenue DECIMAL(18,2)",
+        [(1, "a", D, 1)],
+        ["'revenue'", "DECIMAL(18,2)"],
+    ),
+    (
+        "revenue_varchar",
+        "order_id BIGINT, company VARCHAR, order_day DATE, revenue VARCHAR",
+        [(1, "a", D, "12")],
+        ["'revenue'", "VARCHAR"],
+    ),
+    (
+        "company_integer",
+        "order_id BIGINT, company INTEGER, order_day DATE, revenue BIGINT",
+        [(1, 7, D, 1)],
+        ["'company'", "INTEGER"],
+    ),
+    (
+        "order_id_varchar",
+        "order_id VARCHAR, company VARCHAR, order_day DATE, revenue BIGINT",
+        [("1", "a", D, 1)],
+        ["'order_id'", "VARCHAR"],
+    ),
+    (
+        "order_day_timestamp",
+        "order_id BIGINT, company VARCHAR, order_day TIMESTAMP, revenue BIGINT",
+        [(1, "a", datetime.datetime(2024, 5, 1, 12), 1)],
+        ["'order_day'", "TIMESTAMP"],
+    ),
     ("null_order_id", STD, [(1, "a", D, 1), (None, "a", D, 2)], ["order_id is NULL", "1 row"]),
     ("null_company", STD, [(1, "a", D, 1), (424242, None, D, 2)], ["company is NULL", "order_id 424242"]),
     ("null_order_day", STD, [(1, "a", D, 1), (434343, "a", None, 2)], ["order_day is NULL", "order_id 434343"]),
-    ("null_order_day_text", TXT, [(1, "a", "2024-05-01", 1), (454545, "a", None, 2)],
-     ["order_day is NULL", "order_id 454545"]),
+    (
+        "null_order_day_text",
+        TXT,
+        [(1, "a", "2024-05-01", 1), (454545, "a", None, 2)],
+        ["order_day is NULL", "order_id 454545"],
+    ),
     ("null_revenue", STD, [(1, "a", D, 1), (444444, "a", D, None)], ["revenue is NULL", "order_id 444444"]),
-    ("not_a_date", TXT, [(1, "a", "2024-05-01", 1), (77, "a", "not-a-date", 2)],
-     ["'not-a-date'", "order_id 77", "not a valid YYYY-MM-DD date"]),
-    ("impossible_date", TXT, [(1, "a", "2024-05-01", 1), (78, "a", "2024-02-30", 2)],
-     ["'2024-02-30'", "order_id 78", "not a valid YYYY-MM-DD date"]),
-    ("non_leap_feb_29", TXT, [(1, "a", "2024-02-29", 1), (79, "a", "2023-02-29", 2)],
-     ["'2023-02-29'", "order_id 79", "not a valid YYYY-MM-DD date"]),
-    ("revenue_out_of_bigint", "order_id BIGINT, company VARCHAR, order_day DATE, revenue HUGEINT",
-     [(1, "a", D, 1), (80, "a", D, 2**70)], [f"'{2**70}'", "order_id 80", "revenue does not fit in BIGINT"]),
-    ("order_id_out_of_bigint", "order_id UBIGINT, company VARCHAR, order_day DATE, revenue BIGINT",
-     [(1, "a", D, 1), (2**64 - 5, "a", D, 2)], [f"'{2**64 - 5}'", "order_id does not fit in BIGINT"]),
+    (
+        "not_a_date",
+        TXT,
+        [(1, "a", "2024-05-01", 1), (77, "a", "not-a-date", 2)],
+        ["'not-a-date'", "order_id 77", "not a valid YYYY-MM-DD date"],
+    ),
+    (
+        "impossible_date",
+        TXT,
+        [(1, "a", "2024-05-01", 1), (78, "a", "2024-02-30", 2)],
+        ["'2024-02-30'", "order_id 78", "not a valid YYYY-MM-DD date"],
+    ),
+    (
+        "non_leap_feb_29",
+        TXT,
+        [(1, "a", "2024-02-29", 1), (79, "a", "2023-02-29", 2)],
+        ["'2023-02-29'", "order_id 79", "not a valid YYYY-MM-DD date"],
+    ),
+    (
+        "revenue_out_of_bigint",
+        "order_id BIGINT, company VARCHAR, order_day DATE, revenue HUGEINT",
+        [(1, "a", D, 1), (80, "a", D, 2**70)],
+        [f"'{2**70}'", "order_id 80", "revenue does not fit in BIGINT"],
+    ),
+    (
+        "order_id_out_of_bigint",
+        "order_id UBIGINT, company VARCHAR, order_day DATE, revenue BIGINT",
+        [(1, "a", D, 1), (2**64 - 5, "a", D, 2)],
+        [f"'{2**64 - 5}'", "order_id does not fit in BIGINT"],
+    ),
 ]
 
 
@@ -163,8 +228,12 @@ def test_smuggled_sql_did_not_run(good):
 
 def test_null_argument(good):
     con, rows, companies, snap = good
-    for fn, param in [("serving_build", "source"), ("serving_dashboard", "company"),
-                      ("serving_olap", "company"), ("serving_explain", "company")]:
+    for fn, param in [
+        ("serving_build", "source"),
+        ("serving_dashboard", "company"),
+        ("serving_olap", "company"),
+        ("serving_explain", "company"),
+    ]:
         with pytest.raises(duckdb.Error) as ei:
             con.execute(f"SELECT * FROM {fn}(NULL)").fetchall()
         msg = str(ei.value)
@@ -204,7 +273,7 @@ def test_error_on_bad_row_after_many_good_rows(good, tmp_path):
 
 
 def test_build_still_works_after_errors(good, tmp_path):
-    con, rows, companies, snap = good
+    con, _rows, _companies, _snap = good
     make_table(con, "dup", STD, [(1, "a", D, 1), (1, "a", D, 1)])
     expect_build_error(con, "dup", ["duplicate order_id 1"])
     expect_build_error(con, "nope", ["does not exist"])
@@ -240,7 +309,7 @@ def test_query_after_failed_first_build_says_run_serving_build(con):
 
 def test_failed_build_in_file_database_survives_reopen(ext_path, tmp_path):
     db = str(tmp_path / "bad.duckdb")
-    rows, companies = gen_rows(54, 2_000, 6, 15)
+    rows, _companies = gen_rows(54, 2_000, 6, 15)
     c = connect(db, ext_path)
     load_table(c, GOOD, rows, tmp_path)
     build(c, GOOD)
@@ -272,32 +341,43 @@ I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
 def _dup_case(kind: str, rng):
     if kind == "dense_sorted":
-        ids = list(range(1, 20_001)) + [777]
+        ids = [*range(1, 20_001), 777]
     elif kind == "dense_shuffled":
-        ids = list(range(1, 20_001)) + [15_000, 15_000, 9_000]
+        ids = [*range(1, 20_001), 15_000, 15_000, 9_000]
         rng.shuffle(ids)
     elif kind == "dense_negative":
-        ids = list(range(-10_000, 0)) + [-5_000]
+        ids = [*range(-10_000, 0), -5_000]
         rng.shuffle(ids)
     elif kind == "sparse":
         ids = list({rng.randrange(I64_MIN, I64_MAX) for _ in range(20_000)})
         ids += [ids[123], ids[4567], ids[4567]]
         rng.shuffle(ids)
     elif kind == "extremes_min":
-        ids = [I64_MIN, I64_MAX, 0, I64_MIN] + list(range(1, 1000))
+        ids = [I64_MIN, I64_MAX, 0, I64_MIN, *range(1, 1000)]
     elif kind == "extremes_max":
         ids = [I64_MAX, 5, I64_MIN, I64_MAX, I64_MAX]
     elif kind == "adjacent_at_end":
-        ids = list(range(100, 5_100)) + [5_099]
+        ids = [*range(100, 5_100), 5_099]
     elif kind == "first_two_equal":
-        ids = [1, 1] + list(range(2, 3_000))
+        ids = [1, 1, *range(2, 3_000)]
     else:
         raise AssertionError(kind)
     return ids
 
 
-@pytest.mark.parametrize("kind", ["dense_sorted", "dense_shuffled", "dense_negative", "sparse",
-                                  "extremes_min", "extremes_max", "adjacent_at_end", "first_two_equal"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "dense_sorted",
+        "dense_shuffled",
+        "dense_negative",
+        "sparse",
+        "extremes_min",
+        "extremes_max",
+        "adjacent_at_end",
+        "first_two_equal",
+    ],
+)
 def test_duplicate_detection_matches_oracle(good, kind):
     """The message names the SMALLEST duplicated order_id and its exact count (Python oracle)."""
     import random
@@ -307,22 +387,31 @@ def test_duplicate_detection_matches_oracle(good, kind):
     ids = _dup_case(kind, random.Random(kind))
     counts = Counter(ids)
     smallest = min(i for i, n in counts.items() if n > 1)
-    con.execute(f"CREATE TABLE dup_{kind} AS SELECT unnest($1::BIGINT[]) AS order_id, 'a' AS company, "
-                "DATE '2024-01-01' AS order_day, CAST(1 AS BIGINT) AS revenue", [ids])
+    con.execute(
+        f"CREATE TABLE dup_{kind} AS SELECT unnest($1::BIGINT[]) AS order_id, 'a' AS company, "
+        "DATE '2024-01-01' AS order_day, CAST(1 AS BIGINT) AS revenue",
+        [ids],
+    )
     expect_build_error(con, f"dup_{kind}", [f"duplicate order_id {smallest} ({counts[smallest]} rows)"])
     assert_state_unchanged(con, rows, companies, snap)
 
 
-@pytest.mark.parametrize("ids", [
-    [I64_MIN, I64_MAX],
-    [I64_MAX, I64_MIN, 0, -1, 1],
-    list(range(5_000, 0, -1)),
-    list(range(0, 640_000, 64)),
-], ids=["extremes", "extremes_mixed", "descending", "strided"])
+@pytest.mark.parametrize(
+    "ids",
+    [
+        [I64_MIN, I64_MAX],
+        [I64_MAX, I64_MIN, 0, -1, 1],
+        list(range(5_000, 0, -1)),
+        list(range(0, 640_000, 64)),
+    ],
+    ids=["extremes", "extremes_mixed", "descending", "strided"],
+)
 def test_distinct_ids_are_not_reported_as_duplicates(con, ids):
-    con.execute("CREATE TABLE src AS SELECT unnest($1::BIGINT[]) AS order_id, 'a' AS company, "
-                "DATE '2024-01-01' AS order_day, unnest($2::BIGINT[]) AS revenue",
-                [ids, [n % 7 - 3 for n in range(len(ids))]])
+    con.execute(
+        "CREATE TABLE src AS SELECT unnest($1::BIGINT[]) AS order_id, 'a' AS company, "
+        "DATE '2024-01-01' AS order_day, unnest($2::BIGINT[]) AS revenue",
+        [ids, [n % 7 - 3 for n in range(len(ids))]],
+    )
     summary = build(con, "src")
     assert summary["fct_rows"] == len(ids)
     assert summary["total_revenue"] == sum(n % 7 - 3 for n in range(len(ids)))
@@ -341,7 +430,7 @@ def test_view_over_the_serving_tables_is_refused_or_idempotent(good):
             f"serving_build('v_fct') reported fct_rows {summary['fct_rows']}, expected {len(rows)}"
         )
         # A successful rebuild records its own source; the served data must be identical.
-        snap = snap[:2] + (con.execute("SELECT source, lake_snapshot, refreshes FROM serving_meta").fetchall(),)
+        snap = (*snap[:2], con.execute("SELECT source, lake_snapshot, refreshes FROM serving_meta").fetchall())
         assert snap[2] == [("v_fct", None, 0)]
     assert_state_unchanged(con, rows, companies, snap)
 
@@ -361,8 +450,10 @@ def test_csv_file_with_impossible_date_names_the_value(good, tmp_path):
     assert_state_unchanged(con, rows, companies, snap)
 
 
-@pytest.mark.parametrize("dropped,fn", [("mart_daily", "serving_dashboard"), ("fct_orders", "serving_olap"),
-                                        ("mart_daily", "serving_explain")])
+@pytest.mark.parametrize(
+    "dropped,fn",
+    [("mart_daily", "serving_dashboard"), ("fct_orders", "serving_olap"), ("mart_daily", "serving_explain")],
+)
 def test_dropped_serving_table_says_run_serving_build(good, dropped, fn):
     con, rows, companies, snap = good
     con.execute(f"DROP TABLE {dropped}")

@@ -1,5 +1,6 @@
 """The same extension binary loads in the duckdb 1.5.6 CLI (from the duckdb-cli wheel) and serves
 the oracle's answers there."""
+
 from __future__ import annotations
 
 import csv
@@ -11,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import gen_rows, oracle, oracle_summary, sql_literal, write_csv
 
 CLI = Path(sys.executable).parent / "duckdb"
@@ -28,8 +28,7 @@ def cli() -> Path:
 
 def run_cli(cli: Path, sql: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     try:
-        p = subprocess.run([str(cli), "-unsigned", *args, "-c", sql], capture_output=True, text=True,
-                           timeout=TIMEOUT)
+        p = subprocess.run([str(cli), "-unsigned", *args, "-c", sql], capture_output=True, text=True, timeout=TIMEOUT)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"duckdb CLI hung for {TIMEOUT}s: {e.stdout!r} {e.stderr!r}")
     if check:
@@ -61,7 +60,7 @@ def test_cli_version(cli):
 
 
 def test_cli_loads_and_serves_oracle_answer(cli, ext_path, tmp_path):
-    rows, companies = gen_rows(71, 20_000, 12, 120)
+    rows, _companies = gen_rows(71, 20_000, 12, 120)
     csv_path = write_csv(tmp_path / "orders.csv", rows)
     per_company, _ = oracle(rows)
     asked = ["c11", "O'Reilly", "x' OR '1'='1", "東京商事", "Café Zürich"]
@@ -74,10 +73,14 @@ def test_cli_loads_and_serves_oracle_answer(cli, ext_path, tmp_path):
         "FROM serving_build('src');\n"
     )
     for company in asked:
-        sql += f"SELECT CAST(order_day AS VARCHAR) AS order_day, CAST(revenue AS VARCHAR) AS revenue " \
-               f"FROM serving_dashboard({sql_literal(company)});\n"
-    sql += "SELECT CAST(order_day AS VARCHAR) AS order_day, CAST(revenue AS VARCHAR) AS revenue " \
-           "FROM serving_olap('c11');\n"
+        sql += (
+            f"SELECT CAST(order_day AS VARCHAR) AS order_day, CAST(revenue AS VARCHAR) AS revenue "
+            f"FROM serving_dashboard({sql_literal(company)});\n"
+        )
+    sql += (
+        "SELECT CAST(order_day AS VARCHAR) AS order_day, CAST(revenue AS VARCHAR) AS revenue "
+        "FROM serving_olap('c11');\n"
+    )
     sql += "SELECT count(*) AS n FROM serving_dashboard('nobody');\n"
     p = run_cli(cli, sql, "-json")
     results = json_results(p.stdout)
@@ -89,15 +92,17 @@ def test_cli_loads_and_serves_oracle_answer(cli, ext_path, tmp_path):
     assert summary["companies"] == want["companies"]
     assert summary["days"] == want["days"]
     assert int(summary["total_revenue"]) == want["total_revenue"]
-    for company, result in zip(asked, results[1:]):
+    for company, result in zip(asked, results[1 : 1 + len(asked)], strict=True):
         assert as_rows(result) == per_company[company], company
     assert as_rows(results[-2]) == per_company["c11"]  # serving_olap
     assert results[-1] == [{"n": 0}]
 
 
 def test_cli_csv_mode_dashboard(cli, ext_path, tmp_path):
-    rows = [(i, "c1" if i % 2 else "c2", datetime.date(2024, 1, 1) + datetime.timedelta(days=i % 9),
-             (i * 37) % 101 - 50) for i in range(1, 2001)]
+    rows = [
+        (i, "c1" if i % 2 else "c2", datetime.date(2024, 1, 1) + datetime.timedelta(days=i % 9), (i * 37) % 101 - 50)
+        for i in range(1, 2001)
+    ]
     csv_path = write_csv(tmp_path / "o.csv", rows)
     per_company, _ = oracle(rows)
     sql = (
@@ -116,20 +121,29 @@ def test_cli_csv_mode_dashboard(cli, ext_path, tmp_path):
 
 
 def test_cli_file_database_persists_between_invocations(cli, ext_path, tmp_path):
-    rows, companies = gen_rows(72, 5_000, 7, 30)
+    rows, _companies = gen_rows(72, 5_000, 7, 30)
     csv_path = write_csv(tmp_path / "orders.csv", rows)
     per_company, cells = oracle(rows)
     db = str(tmp_path / "cli.duckdb")
-    run_cli(cli, f"LOAD {sql_literal(ext_path)}; "
-                 f"CREATE TABLE src AS SELECT * FROM read_csv({sql_literal(str(csv_path))}, header = true, "
-                 f"quote = '\"', escape = '\"', columns = {COLUMNS}); "
-                 "SELECT * FROM serving_build('src');", db)
+    run_cli(
+        cli,
+        f"LOAD {sql_literal(ext_path)}; "
+        f"CREATE TABLE src AS SELECT * FROM read_csv({sql_literal(str(csv_path))}, header = true, "
+        f"quote = '\"', escape = '\"', columns = {COLUMNS}); "
+        "SELECT * FROM serving_build('src');",
+        db,
+    )
     # Second invocation: the build is there, and the extension serves it after LOAD.
     company = "O'Reilly"
-    p = run_cli(cli, f"LOAD {sql_literal(ext_path)}; "
-                     "SELECT count(*) AS n FROM mart_daily; "
-                     "SELECT CAST(order_day AS VARCHAR) AS order_day, CAST(revenue AS VARCHAR) AS revenue "
-                     f"FROM serving_dashboard({sql_literal(company)});", db, "-json")
+    p = run_cli(
+        cli,
+        f"LOAD {sql_literal(ext_path)}; "
+        "SELECT count(*) AS n FROM mart_daily; "
+        "SELECT CAST(order_day AS VARCHAR) AS order_day, CAST(revenue AS VARCHAR) AS revenue "
+        f"FROM serving_dashboard({sql_literal(company)});",
+        db,
+        "-json",
+    )
     results = json_results(p.stdout)
     assert results[0] == [{"n": len(cells)}]
     assert as_rows(results[1]) == per_company[company]
@@ -150,8 +164,10 @@ def test_cli_exit_keeps_file_database_intact(cli, ext_path, tmp_path):
     """The CLI exits right after closing its database. The extension runs no DuckDB code at exit
     (README: lifecycle), so the build may stay in the WAL; the next open must replay it with no
     lock left, and a plain open/close then folds it into the file."""
-    create = "CREATE TABLE src AS SELECT i AS order_id, 'c' || (i % 3) AS company, " \
-             "DATE '2024-01-01' + CAST(i % 5 AS INTEGER) AS order_day, i AS revenue FROM range(1000) t(i);"
+    create = (
+        "CREATE TABLE src AS SELECT i AS order_id, 'c' || (i % 3) AS company, "
+        "DATE '2024-01-01' + CAST(i % 5 AS INTEGER) AS order_day, i AS revenue FROM range(1000) t(i);"
+    )
     control = tmp_path / "control.duckdb"
     run_cli(cli, create, str(control))
     assert control.exists() and not Path(str(control) + ".wal").exists(), "control: plain CLI left a WAL"
@@ -189,8 +205,10 @@ def test_cli_script_build_refresh_reconcile_lake(cli, ext_path, tmp_path):
         w.writerow(["order_id", "company", "order_day", "revenue", "deleted"])
         for oid, company, day, revenue, deleted in changes:
             w.writerow([oid, company, day.isoformat() if day else None, revenue, str(deleted).lower()])
-    dash = ("SELECT CAST(order_day AS VARCHAR) AS order_day, CAST(revenue AS VARCHAR) AS revenue "
-            "FROM serving_dashboard({});\n")
+    dash = (
+        "SELECT CAST(order_day AS VARCHAR) AS order_day, CAST(revenue AS VARCHAR) AS revenue "
+        "FROM serving_dashboard({});\n"
+    )
     script = (
         f"LOAD {sql_literal(ext_path)};\n"
         f"CREATE TABLE src AS SELECT * FROM read_csv({sql_literal(str(orders_csv))}, header = true, "
@@ -209,8 +227,12 @@ def test_cli_script_build_refresh_reconcile_lake(cli, ext_path, tmp_path):
     script_path = tmp_path / "flow.sql"
     script_path.write_text(script, encoding="utf-8")
     try:
-        p = subprocess.run([str(cli), "-unsigned", "-json", "-bail", "-f", str(script_path)],
-                           capture_output=True, text=True, timeout=TIMEOUT)
+        p = subprocess.run(
+            [str(cli), "-unsigned", "-json", "-bail", "-f", str(script_path)],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"duckdb CLI hung for {TIMEOUT}s on {script_path}: {e.stdout!r} {e.stderr!r}")
     assert p.returncode == 0 and not p.stderr, f"rc={p.returncode}\nstderr:\n{p.stderr}"
@@ -218,13 +240,14 @@ def test_cli_script_build_refresh_reconcile_lake(cli, ext_path, tmp_path):
     n = len(companies)
     assert len(results) == 1 + n + 1 + n + 3, p.stdout[:2000]
     assert results[0] == [{"fct_rows": len(rows), "mart_rows": sum(len(v) for v in before.values())}]
-    for company, result in zip(companies, results[1:1 + n]):
+    for company, result in zip(companies, results[1 : 1 + n], strict=True):
         assert as_rows(result) == before[company], f"before refresh: {company}"
     refreshed = results[1 + n]
     assert [tuple(r.values()) for r in refreshed] == [counts]
-    for company, result in zip(companies, results[2 + n:2 + 2 * n]):
+    for company, result in zip(companies, results[2 + n : 2 + 2 * n], strict=True):
         assert as_rows(result) == after.get(company, []), f"after refresh: {company}"
     assert results[-3] == [{"n": 0}]
     assert results[-2] == [{"refreshes": 1, "last_reconcile_clean": True}]
-    assert [(r["order_id"], r["company"], datetime.date.fromisoformat(r["order_day"]), r["revenue"])
-            for r in results[-1]] == lake_rows
+    assert [
+        (r["order_id"], r["company"], datetime.date.fromisoformat(r["order_day"]), r["revenue"]) for r in results[-1]
+    ] == lake_rows

@@ -30,8 +30,10 @@ FUZZ_WORKER_MEMORY_MB (6144), FUZZ_STRICT_MESSAGES, FUZZ_REPORT (path), FUZZ_DUM
 JSON lines), FUZZ_PROGRESS, FUZZ_SKIP_HAZARDS=1 (leave out FIFO / device / huge-path cases while
 fixing the rest), FUZZ_TEST_TIMEOUT (900).
 """
+
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import random
@@ -44,14 +46,12 @@ import sys
 import tempfile
 import threading
 import time
-import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
-from conftest import EXT_PATH, require_extension, sql_literal
 import fuzz_worker as fw
+import pytest
+from conftest import EXT_PATH, require_extension, sql_literal
 
 HERE = Path(__file__).resolve().parent
 SEED = int(os.environ.get("FUZZ_SEED", "1"))
@@ -110,52 +110,175 @@ def S(s: str, label: str | None = None) -> V:
 
 HUGE = "x" * MB
 STRINGS_STATIC = [
-    S(""), S(" "), S("\t\n\r"), S("acme"), S("O'Reilly"), S("東京商事"), S("a"), S("a\x00b"), S("\x00"),
-    S("x' OR '1'='1"), S("😀"), S(HUGE, "'x' * 1 MB"), S("\x00" * 1024, "1024 NULs"),
-    S("😀" * 100_000, "'😀' * 100000"), S("e\u0301"), S("\u202egnp.x"), S("\ufeff"),
-    S("\x01\x02\x1b[2J\x7f\x08"), S("%s%n%x%p"), S("{}"), S("$1"), S("?"), S(":name"), S("'"), S('"'),
-    S("`"), S("\\"), S(";"), S("--"), S("/*"), S("a.b"), S("a..b"), S(".a"), S("a."), S("."), S(".."),
-    S("..."), S("`a`.`b`"), S('"fz_base"'), S("main.fz_base"), S("memory.main.fz_base"), S("FZ_BASE"),
-    S(" fz_base "), S("fz_base"), S("fz_view"), S("fz_changes"), S("fct_orders"), S("mart_daily"),
-    S("serving_meta"), S("serving_mart_counts"), S("__streamhouse_handoff"), S("duckdb_tables()"),
-    S("information_schema.tables"), S("system.main.duckdb_tables"), S("temp.main.x"),
-    S("a" * 70_000, "'a' * 70000"), S(".".join(["a"] * 100_000), "'a.a.a...' (100000 parts)"),
-    S("fz_base\x00; DROP TABLE fct_orders"), S("fz_base\x00garbage"), S("acme\x00"),
-    S("paimon:"), S("paimon: "), S("paimon:paimon:"), S("PAIMON:/x"), S("s3://bucket/t"),
-    S("s3://bucket/t.parquet"), S("file:///etc"), S("http://127.0.0.1:9/x.parquet"), S("gs://x/y.parquet"),
-    S("hf://x/y.csv"), S("~"), S("~/x.parquet"), S("C:\\x.parquet"), S("\\\\server\\share\\x.csv"),
-    S("*"), S("**"), S("[a-"), S("/dev/*.csv"), S("/proc/*/status.csv"), S("/proc"), S("/proc/self/mem"),
-    S("/proc/self/fd/0"), S("/proc/self/environ"), S("/dev/zero"), S("/dev/stdin"), S("/dev/null"),
-    S("/dev/full"), S("/dev/urandom"), S("/"), S("/etc/passwd"), S("/etc/shadow"), S("/root"),
-    S("/nonexistent"), S("/nonexistent/x.parquet"), S("paimon:/proc"), S("paimon:/proc/self/mem"),
-    S("paimon:/dev/zero"), S("paimon:/dev/stdin"), S("paimon:/"), S("paimon:/etc/passwd"),
-    S("/proc/self/mem.csv"), S("/dev/stdin.csv"),
+    S(""),
+    S(" "),
+    S("\t\n\r"),
+    S("acme"),
+    S("O'Reilly"),
+    S("東京商事"),
+    S("a"),
+    S("a\x00b"),
+    S("\x00"),
+    S("x' OR '1'='1"),
+    S("😀"),
+    S(HUGE, "'x' * 1 MB"),
+    S("\x00" * 1024, "1024 NULs"),
+    S("😀" * 100_000, "'😀' * 100000"),
+    S("e\u0301"),
+    S("\u202egnp.x"),
+    S("\ufeff"),
+    S("\x01\x02\x1b[2J\x7f\x08"),
+    S("%s%n%x%p"),
+    S("{}"),
+    S("$1"),
+    S("?"),
+    S(":name"),
+    S("'"),
+    S('"'),
+    S("`"),
+    S("\\"),
+    S(";"),
+    S("--"),
+    S("/*"),
+    S("a.b"),
+    S("a..b"),
+    S(".a"),
+    S("a."),
+    S("."),
+    S(".."),
+    S("..."),
+    S("`a`.`b`"),
+    S('"fz_base"'),
+    S("main.fz_base"),
+    S("memory.main.fz_base"),
+    S("FZ_BASE"),
+    S(" fz_base "),
+    S("fz_base"),
+    S("fz_view"),
+    S("fz_changes"),
+    S("fct_orders"),
+    S("mart_daily"),
+    S("serving_meta"),
+    S("serving_mart_counts"),
+    S("__streamhouse_handoff"),
+    S("duckdb_tables()"),
+    S("information_schema.tables"),
+    S("system.main.duckdb_tables"),
+    S("temp.main.x"),
+    S("a" * 70_000, "'a' * 70000"),
+    S(".".join(["a"] * 100_000), "'a.a.a...' (100000 parts)"),
+    S("fz_base\x00; DROP TABLE fct_orders"),
+    S("fz_base\x00garbage"),
+    S("acme\x00"),
+    S("paimon:"),
+    S("paimon: "),
+    S("paimon:paimon:"),
+    S("PAIMON:/x"),
+    S("s3://bucket/t"),
+    S("s3://bucket/t.parquet"),
+    S("file:///etc"),
+    S("http://127.0.0.1:9/x.parquet"),
+    S("gs://x/y.parquet"),
+    S("hf://x/y.csv"),
+    S("~"),
+    S("~/x.parquet"),
+    S("C:\\x.parquet"),
+    S("\\\\server\\share\\x.csv"),
+    S("*"),
+    S("**"),
+    S("[a-"),
+    S("/dev/*.csv"),
+    S("/proc/*/status.csv"),
+    S("/proc"),
+    S("/proc/self/mem"),
+    S("/proc/self/fd/0"),
+    S("/proc/self/environ"),
+    S("/dev/zero"),
+    S("/dev/stdin"),
+    S("/dev/null"),
+    S("/dev/full"),
+    S("/dev/urandom"),
+    S("/"),
+    S("/etc/passwd"),
+    S("/etc/shadow"),
+    S("/root"),
+    S("/nonexistent"),
+    S("/nonexistent/x.parquet"),
+    S("paimon:/proc"),
+    S("paimon:/proc/self/mem"),
+    S("paimon:/dev/zero"),
+    S("paimon:/dev/stdin"),
+    S("paimon:/"),
+    S("paimon:/etc/passwd"),
+    S("/proc/self/mem.csv"),
+    S("/dev/stdin.csv"),
 ]
 
 INTERVALS = [
-    V("INTERVAL '10 ms'", None, "INTERVAL '10 milliseconds'"), V("INTERVAL '1 ms'", None, "INTERVAL '1 millisecond'"),
-    V("INTERVAL '-1 day'", None, "INTERVAL '-1 day'"), V("INTERVAL '0 s'", None, "INTERVAL '0 seconds'"),
-    V("INTERVAL '1000000 years'", None, "INTERVAL '1000000 years'"), V("INTERVAL '1 month'", None, "INTERVAL '1 month'"),
-    V("'1 second'", "1 second"), V("'abc'", "abc"), V("'-5 us'", "-5 us"), V("NULL::INTERVAL", None, "NULL::INTERVAL"),
+    V("INTERVAL '10 ms'", None, "INTERVAL '10 milliseconds'"),
+    V("INTERVAL '1 ms'", None, "INTERVAL '1 millisecond'"),
+    V("INTERVAL '-1 day'", None, "INTERVAL '-1 day'"),
+    V("INTERVAL '0 s'", None, "INTERVAL '0 seconds'"),
+    V("INTERVAL '1000000 years'", None, "INTERVAL '1000000 years'"),
+    V("INTERVAL '1 month'", None, "INTERVAL '1 month'"),
+    V("'1 second'", "1 second"),
+    V("'abc'", "abc"),
+    V("'-5 us'", "-5 us"),
+    V("NULL::INTERVAL", None, "NULL::INTERVAL"),
     V("max INTERVAL", None, "INTERVAL '2147483647 months 2147483647 days 9223372036854775807 microseconds'"),
 ]
 NUMBERS = [
-    V("0", 0), V("1", 1), V("2", 2), V("3", 3), V("-1", -1), V("2**31-1", 2**31 - 1), V("-2**31", -(2**31)),
-    V("2**31", 2**31), V("2**63-1", 2**63 - 1), V("-2**63", -(2**63)), V("2**64", 2**64), V("1.5", 1.5),
-    V("-0.5", -0.5), V("nan", float("nan"), "'NaN'::DOUBLE"), V("inf", float("inf"), "'inf'::DOUBLE"),
-    V("1e30", 1e30), V("'7'", "7"), V("' 7 '", " 7 "), V("'abc'", "abc"), V("''", ""), V("true", True),
-    V("false", False), V("NULL", None), V("DATE", datetime.date(2024, 1, 1)), V("blob", b"\x00\xff"),
+    V("0", 0),
+    V("1", 1),
+    V("2", 2),
+    V("3", 3),
+    V("-1", -1),
+    V("2**31-1", 2**31 - 1),
+    V("-2**31", -(2**31)),
+    V("2**31", 2**31),
+    V("2**63-1", 2**63 - 1),
+    V("-2**63", -(2**63)),
+    V("2**64", 2**64),
+    V("1.5", 1.5),
+    V("-0.5", -0.5),
+    V("nan", float("nan"), "'NaN'::DOUBLE"),
+    V("inf", float("inf"), "'inf'::DOUBLE"),
+    V("1e30", 1e30),
+    V("'7'", "7"),
+    V("' 7 '", " 7 "),
+    V("'abc'", "abc"),
+    V("''", ""),
+    V("true", True),
+    V("false", False),
+    V("NULL", None),
+    V("DATE", datetime.date(2024, 1, 1)),
+    V("blob", b"\x00\xff"),
     V("HUGEINT max", None, "170141183460469231731687303715884105727::HUGEINT"),
-    V("NULL::INT", None, "NULL::INT"), V("INTERVAL", None, "INTERVAL 1 DAY"), V("list", None, "[1, 2]"),
-    V("struct", None, "{'a': 1}"), V("uuid", None, "uuid()"), V("random", None, "(random() * 10)::INT"),
+    V("NULL::INT", None, "NULL::INT"),
+    V("INTERVAL", None, "INTERVAL 1 DAY"),
+    V("list", None, "[1, 2]"),
+    V("struct", None, "{'a': 1}"),
+    V("uuid", None, "uuid()"),
+    V("random", None, "(random() * 10)::INT"),
 ]
 # Non-strings in a VARCHAR slot: implicit casts (or a binder error).
 CAST_VALUES = [
-    V("42", 42), V("-1", -1), V("true", True), V("1.5", 1.5), V("DATE", datetime.date(2024, 1, 1)),
-    V("NULL", None), V("NULL::INT", None, "NULL::INT"), V("NULL::VARCHAR", None, "NULL::VARCHAR"),
-    V("2**64", 2**64), V("blob", b"a\x00b"), V("list", None, "['a', 'b']"), V("struct", None, "{'a': 'b'}"),
-    V("TIMESTAMP", None, "TIMESTAMP '2024-01-01 00:00:00'"), V("uuid", None, "uuid()::VARCHAR"),
-    V("map", None, "MAP {'k': 'v'}"), V("blob literal", None, "'\\xFF\\x00'::BLOB"),
+    V("42", 42),
+    V("-1", -1),
+    V("true", True),
+    V("1.5", 1.5),
+    V("DATE", datetime.date(2024, 1, 1)),
+    V("NULL", None),
+    V("NULL::INT", None, "NULL::INT"),
+    V("NULL::VARCHAR", None, "NULL::VARCHAR"),
+    V("2**64", 2**64),
+    V("blob", b"a\x00b"),
+    V("list", None, "['a', 'b']"),
+    V("struct", None, "{'a': 'b'}"),
+    V("TIMESTAMP", None, "TIMESTAMP '2024-01-01 00:00:00'"),
+    V("uuid", None, "uuid()::VARCHAR"),
+    V("map", None, "MAP {'k': 'v'}"),
+    V("blob literal", None, "'\\xFF\\x00'::BLOB"),
 ]
 
 
@@ -163,17 +286,38 @@ CAST_VALUES = [
 # The environment: lake tables (pypaimon), corrupt copies, odd files.
 # ------------------------------------------------------------------------------------------------
 
-FILE_SELECTORS = ["snapshot_latest", "snapshot_first", "LATEST", "schema", "baseManifestList",
-                  "deltaManifestList", "changelogManifestList", "manifest", "data", "changelog_file",
-                  "snapshot_dir", "manifest_dir", "schema_dir", "bucket_dir"]
+FILE_SELECTORS = [
+    "snapshot_latest",
+    "snapshot_first",
+    "LATEST",
+    "schema",
+    "baseManifestList",
+    "deltaManifestList",
+    "changelogManifestList",
+    "manifest",
+    "data",
+    "changelog_file",
+    "snapshot_dir",
+    "manifest_dir",
+    "schema_dir",
+    "bucket_dir",
+]
 
 
 def corruption_specs():
     specs = []
     for sel in FILE_SELECTORS:
         for action in fw.FILE_ACTIONS:
-            if sel.endswith("_dir") and action not in ("delete", "fifo", "socket", "dev_zero", "symlink_loop",
-                                                       "symlink_missing", "chmod000", "truncate0"):
+            if sel.endswith("_dir") and action not in (
+                "delete",
+                "fifo",
+                "socket",
+                "dev_zero",
+                "symlink_loop",
+                "symlink_missing",
+                "chmod000",
+                "truncate0",
+            ):
                 continue
             specs.append({"kind": "file", "selector": sel, "action": action, "seed": len(specs)})
     for edit in fw.JSON_EDITS:
@@ -210,34 +354,70 @@ class Env:
 
 def build_lake(root: Path):
     sys.path.insert(0, str(HERE.parents[1] / "scripts"))
+    import decimal
+
     import pyarrow as pa
     from paimon_write import commit, create_table, open_warehouse
-    import decimal
 
     wh = root / "wh"
     cat = open_warehouse(wh)
-    orders = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
-                        ("order_day", pa.date32()), ("revenue", pa.int64())])
-    t = create_table(cat, "orders", orders, ["order_id"],
-                     {"bucket": "1", "merge-engine": "deduplicate", "changelog-producer": "input"})
+    orders = pa.schema(
+        [
+            pa.field("order_id", pa.int64(), nullable=False),
+            ("company", pa.string()),
+            ("order_day", pa.date32()),
+            ("revenue", pa.int64()),
+        ]
+    )
+    t = create_table(
+        cat,
+        "orders",
+        orders,
+        ["order_id"],
+        {"bucket": "1", "merge-engine": "deduplicate", "changelog-producer": "input"},
+    )
     d = datetime.date(2026, 11, 1)
-    commit(t, orders, [{"order_id": i, "company": ["acme", "O'Reilly", "東京商事"][i % 3],
-                        "order_day": d + datetime.timedelta(days=i % 4), "revenue": i * 10 - 30} for i in range(12)])
-    commit(t, orders, [{"order_id": 2, "company": "acme", "order_day": d, "revenue": 7},
-                       {"order_id": 100, "company": "new", "order_day": d, "revenue": 1}])
+    commit(
+        t,
+        orders,
+        [
+            {
+                "order_id": i,
+                "company": ["acme", "O'Reilly", "東京商事"][i % 3],
+                "order_day": d + datetime.timedelta(days=i % 4),
+                "revenue": i * 10 - 30,
+            }
+            for i in range(12)
+        ],
+    )
+    commit(
+        t,
+        orders,
+        [
+            {"order_id": 2, "company": "acme", "order_day": d, "revenue": 7},
+            {"order_id": 100, "company": "new", "order_day": d, "revenue": 1},
+        ],
+    )
     src = wh / "db.db" / "orders"
     lake = root / "lake"
     lake.mkdir()
     shutil.copytree(src, lake / "orders_s2")
-    commit(t, orders, [{"order_id": 3, "company": "acme", "order_day": d, "revenue": 9},
-                       {"order_id": 101, "company": "new", "order_day": d, "revenue": 2}])
+    commit(
+        t,
+        orders,
+        [
+            {"order_id": 3, "company": "acme", "order_day": d, "revenue": 9},
+            {"order_id": 101, "company": "new", "order_day": d, "revenue": 2},
+        ],
+    )
     shutil.copytree(src, lake / "orders_s3")
     # pypaimon writes no EARLIEST hint; a table may have one.
     (lake / "orders_s3" / "snapshot" / "EARLIEST").write_text("1")
 
     tier = pa.schema([pa.field("id", pa.int32(), nullable=False), ("bal", pa.int32())])
-    tt = create_table(cat, "tier", tier, ["id"], {"bucket": "1", "merge-engine": "deduplicate",
-                                                 "changelog-producer": "input"})
+    tt = create_table(
+        cat, "tier", tier, ["id"], {"bucket": "1", "merge-engine": "deduplicate", "changelog-producer": "input"}
+    )
     for k in range(3):
         commit(tt, tier, [{"id": i, "bal": i * k} for i in range(5)])
     shutil.copytree(wh / "db.db" / "tier", lake / "tier")
@@ -245,24 +425,57 @@ def build_lake(root: Path):
     create_table(cat, "empty", orders, ["order_id"], {"bucket": "1"})  # schema, no snapshot
     shutil.copytree(wh / "db.db" / "empty", lake / "empty")
 
-    types = pa.schema([
-        pa.field("id", pa.int32(), nullable=False), ("t8", pa.int8()), ("t16", pa.int16()), ("f32", pa.float32()),
-        ("f64", pa.float64()), ("b", pa.bool_()), ("dec", pa.decimal128(38, 10)), ("dec2", pa.decimal128(5, 2)),
-        ("ts", pa.timestamp("us")), ("ts9", pa.timestamp("ns")), ("tstz", pa.timestamp("us", tz="UTC")),
-        ("tm", pa.time32("ms")), ("bin", pa.binary()), ("s", pa.string()), ("d", pa.date32()),
-        ("arr", pa.list_(pa.int32())), ("mp", pa.map_(pa.string(), pa.int64())),
-        ("st", pa.struct([("x", pa.int32()), ("y", pa.string())])),
-    ])
+    types = pa.schema(
+        [
+            pa.field("id", pa.int32(), nullable=False),
+            ("t8", pa.int8()),
+            ("t16", pa.int16()),
+            ("f32", pa.float32()),
+            ("f64", pa.float64()),
+            ("b", pa.bool_()),
+            ("dec", pa.decimal128(38, 10)),
+            ("dec2", pa.decimal128(5, 2)),
+            ("ts", pa.timestamp("us")),
+            ("ts9", pa.timestamp("ns")),
+            ("tstz", pa.timestamp("us", tz="UTC")),
+            ("tm", pa.time32("ms")),
+            ("bin", pa.binary()),
+            ("s", pa.string()),
+            ("d", pa.date32()),
+            ("arr", pa.list_(pa.int32())),
+            ("mp", pa.map_(pa.string(), pa.int64())),
+            ("st", pa.struct([("x", pa.int32()), ("y", pa.string())])),
+        ]
+    )
     ty = create_table(cat, "types", types, ["id"], {"bucket": "1", "changelog-producer": "input"})
-    commit(ty, types, [
-        dict(id=1, t8=-128, t16=32767, f32=float("nan"), f64=float("inf"), b=True,
-             dec=decimal.Decimal("1234567890123456789012345678.0123456789"), dec2=decimal.Decimal("-999.99"),
-             ts=datetime.datetime(1, 1, 1), ts9=datetime.datetime(2262, 4, 11), tstz=datetime.datetime(
-                 9999, 12, 31, tzinfo=datetime.timezone.utc), tm=datetime.time(23, 59, 59), bin=b"\x00\xff",
-             s="a\x00b" + "z" * 5000, d=datetime.date(1, 1, 1), arr=[1, None], mp=[("k", 1)], st={"x": 1, "y": "\x00"}),
-        dict(id=2),
-    ])
-    commit(ty, types, [dict(id=1, s="😀" * 3000), dict(id=3, arr=list(range(3000)))])
+    commit(
+        ty,
+        types,
+        [
+            {
+                "id": 1,
+                "t8": -128,
+                "t16": 32767,
+                "f32": float("nan"),
+                "f64": float("inf"),
+                "b": True,
+                "dec": decimal.Decimal("1234567890123456789012345678.0123456789"),
+                "dec2": decimal.Decimal("-999.99"),
+                "ts": datetime.datetime(1, 1, 1),
+                "ts9": datetime.datetime(2262, 4, 11),
+                "tstz": datetime.datetime(9999, 12, 31, tzinfo=datetime.UTC),
+                "tm": datetime.time(23, 59, 59),
+                "bin": b"\x00\xff",
+                "s": "a\x00b" + "z" * 5000,
+                "d": datetime.date(1, 1, 1),
+                "arr": [1, None],
+                "mp": [("k", 1)],
+                "st": {"x": 1, "y": "\x00"},
+            },
+            {"id": 2},
+        ],
+    )
+    commit(ty, types, [{"id": 1, "s": "😀" * 3000}, {"id": 3, "arr": list(range(3000))}])
     shutil.copytree(wh / "db.db" / "types", lake / "types")
     return lake
 
@@ -359,23 +572,39 @@ def build_env(root: Path) -> Env:
 
     p = lambda rel: str(root / rel)  # noqa: E731
     fs_paths = [
-        S(p("fs/plain.txt"), "<regular text file>"), S(p("fs/empty.parquet"), "<0-byte .parquet>"),
-        S(p("fs/garbage.parquet"), "<garbage .parquet>"), S(p("fs/garbage.csv"), "<garbage .csv>"),
-        S(p("fs/nul.csv"), "<csv with a NUL byte>"), S(p("fs/good.csv"), "<good csv>"),
-        S(p("fs/long.csv"), "<csv with a 1 MB field>"), S(p("fs/bad.json"), "<json of 10000 '{'>"),
-        S(p("fs/fifo"), "<FIFO>"), S(p("fs/fifo.parquet"), "<FIFO named .parquet>"), S(p("fs/fifo.csv"), "<FIFO named .csv>"),
-        S(p("fs/sock"), "<unix socket>"), S(p("fs/sock.csv"), "<unix socket named .csv>"),
-        S(p("fs/zero.csv"), "<symlink to /dev/zero named .csv>"), S(p("fs/zero.parquet"), "<symlink to /dev/zero named .parquet>"),
-        S(p("fs/loop.parquet"), "<symlink loop .parquet>"), S(p("fs/dir.parquet"), "<directory named .parquet>"),
-        S(p("fs/fakepaimon"), "<dir with empty schema/>"), S(p("fs/fakepaimon2"), "<dir with garbage schema-0>"),
+        S(p("fs/plain.txt"), "<regular text file>"),
+        S(p("fs/empty.parquet"), "<0-byte .parquet>"),
+        S(p("fs/garbage.parquet"), "<garbage .parquet>"),
+        S(p("fs/garbage.csv"), "<garbage .csv>"),
+        S(p("fs/nul.csv"), "<csv with a NUL byte>"),
+        S(p("fs/good.csv"), "<good csv>"),
+        S(p("fs/long.csv"), "<csv with a 1 MB field>"),
+        S(p("fs/bad.json"), "<json of 10000 '{'>"),
+        S(p("fs/fifo"), "<FIFO>"),
+        S(p("fs/fifo.parquet"), "<FIFO named .parquet>"),
+        S(p("fs/fifo.csv"), "<FIFO named .csv>"),
+        S(p("fs/sock"), "<unix socket>"),
+        S(p("fs/sock.csv"), "<unix socket named .csv>"),
+        S(p("fs/zero.csv"), "<symlink to /dev/zero named .csv>"),
+        S(p("fs/zero.parquet"), "<symlink to /dev/zero named .parquet>"),
+        S(p("fs/loop.parquet"), "<symlink loop .parquet>"),
+        S(p("fs/dir.parquet"), "<directory named .parquet>"),
+        S(p("fs/fakepaimon"), "<dir with empty schema/>"),
+        S(p("fs/fakepaimon2"), "<dir with garbage schema-0>"),
         S(p("fs/fifopaimon"), "<dir whose schema-0 is a FIFO>"),
-        S(p("fs/unreadable"), "<chmod 000 Paimon table dir>"), S(p("fs/unreadable.csv"), "<chmod 000 csv>"),
+        S(p("fs/unreadable"), "<chmod 000 Paimon table dir>"),
+        S(p("fs/unreadable.csv"), "<chmod 000 csv>"),
         S(p("fs/unreadable_snap"), "<Paimon table with chmod 000 snapshot/>"),
-        S(p("fs"), "<plain directory>"), S(p("missing/dir"), "<missing directory>"),
-        S(p("x" * 300), "<path with a 300-char name>"), S(p("a/" * (MB // 2)), "<1 MB path>"),
-        S("lake/orders_s3", "<relative lake path>"), S("./lake/../lake/orders_s3", "<relative path with ..>"),
-        S(p("lake/orders_s3") + "/", "<lake path/>"), S(p("lake/orders_s3") + "/.", "<lake path/.>"),
-        S(p("lake/orders_s3") + "//", "<lake path//>"), S(p("lake/orders_s3") + "\x00/x", "<lake path + NUL>"),
+        S(p("fs"), "<plain directory>"),
+        S(p("missing/dir"), "<missing directory>"),
+        S(p("x" * 300), "<path with a 300-char name>"),
+        S(p("a/" * (MB // 2)), "<1 MB path>"),
+        S("lake/orders_s3", "<relative lake path>"),
+        S("./lake/../lake/orders_s3", "<relative path with ..>"),
+        S(p("lake/orders_s3") + "/", "<lake path/>"),
+        S(p("lake/orders_s3") + "/.", "<lake path/.>"),
+        S(p("lake/orders_s3") + "//", "<lake path//>"),
+        S(p("lake/orders_s3") + "\x00/x", "<lake path + NUL>"),
         S(p("lake/orders_s3") + "\n", "<lake path + newline>"),
         S("/proc/self/cwd/lake/orders_s3", "</proc/self/cwd/lake/orders_s3>"),
         S(p("lake/orders_s3/snapshot/snapshot-1"), "<a snapshot file>"),
@@ -408,14 +637,33 @@ def stat_is_regular(p: str) -> bool:
 # Cases.
 # ------------------------------------------------------------------------------------------------
 
-TEXT_FUNCS = ["serving_build", "serving_refresh", "serving_dashboard", "serving_olap", "serving_explain",
-              "serving_follow"]
+TEXT_FUNCS = [
+    "serving_build",
+    "serving_refresh",
+    "serving_dashboard",
+    "serving_olap",
+    "serving_explain",
+    "serving_follow",
+]
 LAKE_FUNCS = ["paimon_scan", "paimon_changelog", "paimon_snapshots"]
 NAMED = {"paimon_scan": "snapshot", "paimon_changelog": "from_snapshot", "serving_follow": "every"}
 MUTATING = {"serving_build", "serving_refresh", "serving_follow"}
 ORACLE_FUNCS = {"serving_dashboard", "serving_olap"}
-FORMS = ["param", "literal", "typed", "concat", "subquery", "lateral", "prepare", "explain", "cte", "union", "txn",
-         "describe", "ctas"]
+FORMS = [
+    "param",
+    "literal",
+    "typed",
+    "concat",
+    "subquery",
+    "lateral",
+    "prepare",
+    "explain",
+    "cte",
+    "union",
+    "txn",
+    "describe",
+    "ctas",
+]
 
 
 @dataclass
@@ -438,8 +686,16 @@ class Case:
     may_change: bool = False  # a failed statement may still hold a successful build (two calls in one)
 
     def wire(self) -> dict:
-        d = {"id": self.id, "kind": self.kind, "sql": self.sql, "params": [fw.encode(p) for p in self.params],
-             "mutating": self.mutating, "func": self.func, "deep": self.deep, "may_change": self.may_change}
+        d = {
+            "id": self.id,
+            "kind": self.kind,
+            "sql": self.sql,
+            "params": [fw.encode(p) for p in self.params],
+            "mutating": self.mutating,
+            "func": self.func,
+            "deep": self.deep,
+            "may_change": self.may_change,
+        }
         if self.check:
             d["check"] = {k: fw.encode(v) for k, v in self.check.items()}
         if self.corruption:
@@ -448,13 +704,17 @@ class Case:
 
     def repro(self) -> str:
         if self.kind in ("lake_refresh", "lake_follow"):
-            call = ("SELECT * FROM serving_follow('paimon:' || P, every := INTERVAL '10 milliseconds');\n"
-                    "-- wait 0.3 s\nSELECT * FROM serving_status();\nSELECT * FROM serving_unfollow()"
-                    if self.kind == "lake_follow" else
-                    "SELECT * FROM serving_refresh('paimon:' || P);\nSELECT * FROM serving_status()")
-            return (f"-- build from a clean copy of the 2-snapshot lake table P: SELECT * FROM "
-                    f"serving_build('paimon:' || P);\n-- add snapshot 3 and corrupt it "
-                    f"({spec_name(self.corruption)}), then:\n" + call)
+            call = (
+                "SELECT * FROM serving_follow('paimon:' || P, every := INTERVAL '10 milliseconds');\n"
+                "-- wait 0.3 s\nSELECT * FROM serving_status();\nSELECT * FROM serving_unfollow()"
+                if self.kind == "lake_follow"
+                else "SELECT * FROM serving_refresh('paimon:' || P);\nSELECT * FROM serving_status()"
+            )
+            return (
+                f"-- build from a clean copy of the 2-snapshot lake table P: SELECT * FROM "
+                f"serving_build('paimon:' || P);\n-- add snapshot 3 and corrupt it "
+                f"({spec_name(self.corruption)}), then:\n" + call
+            )
         stmts = self.sql if isinstance(self.sql, list) else [self.sql]
         text = ";\n".join(s if len(s) < 400 else s[:200] + f"...<{len(s)} chars>" for s in stmts)
         if self.params:
@@ -533,11 +793,9 @@ class Generator:
             return "unpriv" if (self.env.can_drop or not self.env.privileged) else "skip"
         return "plain"
 
-    def table_call(self, func: str, v: V, form: str, named: tuple[str, V] | None = None,
-                   extra: str = "") -> Case:
+    def table_call(self, func: str, v: V, form: str, named: tuple[str, V] | None = None, extra: str = "") -> Case:
         rng = self.rng
         if form == "lateral":
-            sel = "v" if v.literal is None else v.literal
             params = [v.value] if v.literal is None else []
             src = "(SELECT ? AS v)" if v.literal is None else f"(SELECT {v.literal} AS v)"
             sql = f"SELECT f.* FROM {src} a, {func}(a.v) f"
@@ -550,8 +808,10 @@ class Generator:
             named_sql = ""
             if named:
                 named_sql = f", {named[0]} := {named[1].sql()}"
-            sql = [f"PREPARE fzp AS SELECT * FROM {func}($1{named_sql})",
-                   f"EXECUTE fzp({v.sql() if v.literal is not None or isinstance(v.value, (bytes,)) else '?'})"]
+            sql = [
+                f"PREPARE fzp AS SELECT * FROM {func}($1{named_sql})",
+                f"EXECUTE fzp({v.sql() if v.literal is not None or isinstance(v.value, (bytes,)) else '?'})",
+            ]
             params = [] if (v.literal is not None or isinstance(v.value, bytes)) else [v.value]
             return self._case(sql, params, [v.label], func, v)
         expr, params = arg_expr(form if form not in FORMS[5:] or form == "subquery" else "param", v)
@@ -568,8 +828,10 @@ class Generator:
         if form == "union":
             other = rng.choice(self.env.strings)
             oexpr = other.sql()
-            sql = (f"SELECT count(*) FROM (SELECT * FROM {func}({expr}{named_sql}) "
-                   f"UNION ALL SELECT * FROM {func}({oexpr}{named_sql}))")
+            sql = (
+                f"SELECT count(*) FROM (SELECT * FROM {func}({expr}{named_sql}) "
+                f"UNION ALL SELECT * FROM {func}({oexpr}{named_sql}))"
+            )
             labels.append(other.label)
             # The same params appear once: the second call uses a literal. The error may name either.
             # Each build/refresh commits on its own (README): when one of the two succeeds and the
@@ -582,8 +844,14 @@ class Generator:
         case = self._case(sql, params, labels, func, v)
         if named or extra:
             case.value = None  # the error may rightly name the other argument instead
-        if func in ORACLE_FUNCS and form in ("param", "literal", "typed") and isinstance(v.value, str) \
-                and v.literal is None and not named and not extra:
+        if (
+            func in ORACLE_FUNCS
+            and form in ("param", "literal", "typed")
+            and isinstance(v.value, str)
+            and v.literal is None
+            and not named
+            and not extra
+        ):
             case.check = {"oracle": v.value}
         return case
 
@@ -622,14 +890,16 @@ class Generator:
                 sql = sql.replace("ELSE ? END", f"ELSE {v.literal} END")
             return self._case(sql, params, labels, func, v)
         exprs, params = [], []
-        for arg in [v] + nums:
+        for arg in [v, *nums]:
             e, p = arg_expr(form if arg is v else rng.choice(["param", "literal"]), arg)
             exprs.append(e)
             params += p
         sql = f"SELECT {func}({', '.join(exprs)})"
         if form == "prepare":
-            sql = [f"PREPARE fzs AS SELECT {func}({', '.join('$' + str(i + 1) for i in range(len(exprs)))})",
-                   f"EXECUTE fzs({', '.join(x.sql() for x in [v] + nums)})"]
+            sql = [
+                f"PREPARE fzs AS SELECT {func}({', '.join('$' + str(i + 1) for i in range(len(exprs)))})",
+                f"EXECUTE fzs({', '.join(x.sql() for x in [v, *nums])})",
+            ]
             params = []
         return self._case(sql, params, labels, func, v)
 
@@ -648,8 +918,14 @@ class Generator:
 
         # The source parser (build) and the company binding (dashboard) see every value; the
         # functions sharing their code see a third (random cases and `make fuzz` see the rest).
-        share = {"serving_build": 1, "serving_dashboard": 1, "serving_refresh": 3, "serving_olap": 3,
-                 "serving_explain": 3, "serving_follow": 3}
+        share = {
+            "serving_build": 1,
+            "serving_dashboard": 1,
+            "serving_refresh": 3,
+            "serving_olap": 3,
+            "serving_explain": 3,
+            "serving_follow": 3,
+        }
         for func in TEXT_FUNCS:
             for v in values:
                 if share[func] == 1 or rng.randrange(share[func]) == 0:
@@ -662,12 +938,18 @@ class Generator:
         # serving_follow's every := INTERVAL, on the lake table (the layer is not built from it: the
         # call must refuse cleanly whatever `every` is) and on the table it was built from.
         for n in INTERVALS + NUMBERS[:12]:
-            out.append(self.table_call("serving_follow", V("'paimon:' || <lake orders_s3>",
-                                                           "paimon:" + self.lake_values[0].value), "param",
-                                       ("every", n)))
+            out.append(
+                self.table_call(
+                    "serving_follow",
+                    V("'paimon:' || <lake orders_s3>", "paimon:" + self.lake_values[0].value),
+                    "param",
+                    ("every", n),
+                )
+            )
             out.append(self.table_call("serving_follow", S("fz_base"), "param", ("every", n)))
-        lake_args = [v for v in self.lake_values if not v.label.startswith("<c")] + CAST_VALUES \
-            + rng.sample(STRINGS_STATIC, 30)
+        lake_args = (
+            [v for v in self.lake_values if not v.label.startswith("<c")] + CAST_VALUES + rng.sample(STRINGS_STATIC, 30)
+        )
         for func in LAKE_FUNCS:
             for v in lake_args:
                 out.append(self.table_call(func, v, natural(v)))
@@ -678,9 +960,17 @@ class Generator:
                     out.append(self.table_call(func, rng.choice(self.lake_values[:3]), "param", (NAMED[func], n)))
                 # Wrong, duplicated and extra parameters.
                 good = self.lake_values[0]
-                for extra in [", snapshot := 1, snapshot := 2", ", from_snapshot := 1, snapshot := 1",
-                              ", nope := 1", ", 1", ", snapshot := 'abc'", ", snapshot := NULL::VARCHAR",
-                              ", snapshot := [1]", ", snapshot := (SELECT 1)", ", snapshot := random()::BIGINT"]:
+                for extra in [
+                    ", snapshot := 1, snapshot := 2",
+                    ", from_snapshot := 1, snapshot := 1",
+                    ", nope := 1",
+                    ", 1",
+                    ", snapshot := 'abc'",
+                    ", snapshot := NULL::VARCHAR",
+                    ", snapshot := [1]",
+                    ", snapshot := (SELECT 1)",
+                    ", snapshot := random()::BIGINT",
+                ]:
                     out.append(self.table_call(func, good, "literal", extra=extra))
         for v in values:
             out.append(self.scalar("paimon_tier_ddl", v, natural(v)))
@@ -695,22 +985,36 @@ class Generator:
             # The whole string pool as one column (1 MB strings included).
             args = "s" if func == "paimon_tier_ddl" else "s, 1, 2"
             out.append(self._case(f"SELECT count({func}({args})) FROM fz_strs", [], ["<every string>"], func, None))
-            out.append(self._case(f"SELECT count({func}({args})) FROM fz_strs WHERE s NOT LIKE '%.%' AND s <> ''",
-                                  [], ["<strings without dots>"], func, None))
+            out.append(
+                self._case(
+                    f"SELECT count({func}({args})) FROM fz_strs WHERE s NOT LIKE '%.%' AND s <> ''",
+                    [],
+                    ["<strings without dots>"],
+                    func,
+                    None,
+                )
+            )
         for func in ("serving_reconcile", "serving_status", "serving_unfollow"):
-            for sql in [f"SELECT * FROM {func}()", f"EXPLAIN SELECT * FROM {func}()", f"DESCRIBE SELECT * FROM {func}()",
-                        f"SELECT count(*) FROM (SELECT * FROM {func}() UNION ALL SELECT * FROM {func}())",
-                        ["BEGIN TRANSACTION", f"SELECT * FROM {func}()"], f"SELECT * FROM {func}(NULL)",
-                        f"SELECT * FROM {func}('x')", f"SELECT * FROM {func}(42)",
-                        [f"PREPARE fzr AS SELECT * FROM {func}()", "EXECUTE fzr"],
-                        f"SELECT * FROM fz_args, {func}()", f"SELECT {func}()"]:
+            for sql in [
+                f"SELECT * FROM {func}()",
+                f"EXPLAIN SELECT * FROM {func}()",
+                f"DESCRIBE SELECT * FROM {func}()",
+                f"SELECT count(*) FROM (SELECT * FROM {func}() UNION ALL SELECT * FROM {func}())",
+                ["BEGIN TRANSACTION", f"SELECT * FROM {func}()"],
+                f"SELECT * FROM {func}(NULL)",
+                f"SELECT * FROM {func}('x')",
+                f"SELECT * FROM {func}(42)",
+                [f"PREPARE fzr AS SELECT * FROM {func}()", "EXECUTE fzr"],
+                f"SELECT * FROM fz_args, {func}()",
+                f"SELECT {func}()",
+            ]:
                 out.append(self._case(sql, [], [], func, None))
         for arg in ("", "42", "'x'", "NULL"):
             out.append(self._case(f"SELECT * FROM __streamhouse_handoff({arg})", [], [], "__streamhouse_handoff", None))
         # Every corruption once through a lake function or a build (rotating); a lake refresh (the
         # costliest case) for every file action, on rotating files, and for every kind of JSON edit.
-        funcs = LAKE_FUNCS + ["serving_build", "scan_old", "changelog_from"]
-        for i, (v, spec) in enumerate(env.corrupt):
+        funcs = [*LAKE_FUNCS, "serving_build", "scan_old", "changelog_from"]
+        for i, (v, _spec) in enumerate(env.corrupt):
             out.append(self.lake_case(funcs[i % len(funcs)], v))
         seen = set()
         for i, action in enumerate(fw.FILE_ACTIONS):
@@ -721,11 +1025,22 @@ class Generator:
                 seen.add(spec["edit"][0])
                 out.append(self.lake_refresh(spec))
         # A follower meeting a corrupt table: it must fail cleanly, change nothing, and stop.
-        for want in [("none", None), ("snapshot_latest", "truncate_half"), ("data", "garbage"),
-                     ("manifest", "delete"), ("snapshot_latest", "fifo"), ("data", "fifo"),
-                     ("schema", "dev_zero"), ("LATEST", "chmod000"), ("deltaManifestList", "flip")]:
-            spec = {"kind": "none"} if want[0] == "none" else next(
-                sp for sp in env.specs if sp["kind"] == "file" and (sp["selector"], sp["action"]) == want)
+        for want in [
+            ("none", None),
+            ("snapshot_latest", "truncate_half"),
+            ("data", "garbage"),
+            ("manifest", "delete"),
+            ("snapshot_latest", "fifo"),
+            ("data", "fifo"),
+            ("schema", "dev_zero"),
+            ("LATEST", "chmod000"),
+            ("deltaManifestList", "flip"),
+        ]:
+            spec = (
+                {"kind": "none"}
+                if want[0] == "none"
+                else next(sp for sp in env.specs if sp["kind"] == "file" and (sp["selector"], sp["action"]) == want)
+            )
             out.append(self.lake_refresh(spec, follow=True))
         # The known-refresh proof after a failed refresh costs a refresh and a rebuild: in the
         # corpus every 4th failing plain refresh gets it (lake refreshes and random cases always).
@@ -744,8 +1059,16 @@ class Generator:
         return self.table_call(f, v, "param")
 
     def lake_refresh(self, spec, follow: bool = False) -> Case:
-        c = Case(self.next_id(), None, [], [spec_name(spec)], "serving_follow" if follow else "serving_refresh",
-                 mutating=True, kind="lake_follow" if follow else "lake_refresh", corruption=spec)
+        c = Case(
+            self.next_id(),
+            None,
+            [],
+            [spec_name(spec)],
+            "serving_follow" if follow else "serving_refresh",
+            mutating=True,
+            kind="lake_follow" if follow else "lake_refresh",
+            corruption=spec,
+        )
         c.hazard = hazard_of(c.labels)
         if spec["kind"] == "file" and spec["action"] == "chmod000":
             c.lane = "unpriv" if (self.env.can_drop or not self.env.privileged) else "skip"
@@ -759,9 +1082,13 @@ class Generator:
             op = rng.randrange(7)
             pos = rng.randrange(len(s) + 1)
             if op == 0:
-                s = s[:pos] + rng.choice(["\x00", "\n", "'", '"', ".", "/", "..", "\\", "😀", "\x7f", " ", "%", "*"]) + s[pos:]
+                s = (
+                    s[:pos]
+                    + rng.choice(["\x00", "\n", "'", '"', ".", "/", "..", "\\", "😀", "\x7f", " ", "%", "*"])
+                    + s[pos:]
+                )
             elif op == 1 and s:
-                s = s[:pos] + s[pos + 1:]
+                s = s[:pos] + s[pos + 1 :]
             elif op == 2:
                 s = s[:pos]
             elif op == 3:
@@ -780,10 +1107,7 @@ class Generator:
         pool = self.env.strings + CAST_VALUES
         if r < 0.45:
             func = rng.choice(TEXT_FUNCS + LAKE_FUNCS)
-            if func in LAKE_FUNCS and rng.random() < 0.6:
-                v = rng.choice(self.lake_values)
-            else:
-                v = rng.choice(pool)
+            v = rng.choice(self.lake_values) if func in LAKE_FUNCS and rng.random() < 0.6 else rng.choice(pool)
             if isinstance(v.value, str) and v.literal is None and len(v.value) < 5000 and rng.random() < 0.4:
                 m = self.mutate(v.value)
                 v = S(m)
@@ -799,7 +1123,7 @@ class Generator:
             form = rng.choice(["param", "literal", "typed", "concat", "column", "range", "prepare"])
             return self.scalar(func, v, form, rng.choice(NUMBERS), rng.choice(NUMBERS))
         if r < 0.85:
-            f = rng.choice(LAKE_FUNCS + ["serving_build", "scan_old", "changelog_from"])
+            f = rng.choice([*LAKE_FUNCS, "serving_build", "scan_old", "changelog_from"])
             v, spec = rng.choice(self.env.corrupt)
             return self.lake_case(f, v)
         if r < 0.9:
@@ -808,7 +1132,7 @@ class Generator:
         # Sequences: a hostile call between good ones, in one statement batch.
         func = rng.choice(TEXT_FUNCS)
         v = rng.choice(pool)
-        expr, params = arg_expr("literal", v)
+        expr, _params = arg_expr("literal", v)
         sql = ["SELECT * FROM serving_dashboard('acme')", f"SELECT * FROM {func}({expr})"]
         c = self._case(sql, [], [v.label], func, v)
         return c
@@ -838,10 +1162,19 @@ class Runner:
     def start(self):
         self.n_started += 1
         self.stderr_path = self.log_dir / f"worker-{self.lane}-{self.n_started}.stderr"
-        self.stderr = open(self.stderr_path, "wb")
+        # open for the worker's whole life (it is the child's stderr), closed in kill()
+        self.stderr = open(self.stderr_path, "wb")  # noqa: SIM115
         mode = "sandbox" if self.lane == "sandbox" else "plain"
-        cmd = [sys.executable, str(HERE / "fuzz_worker.py"), "--ext", require_extension(),
-               "--root", str(self.env.root), "--mode", mode]
+        cmd = [
+            sys.executable,
+            str(HERE / "fuzz_worker.py"),
+            "--ext",
+            require_extension(),
+            "--root",
+            str(self.env.root),
+            "--mode",
+            mode,
+        ]
         drop = self.lane == "unpriv" and self.env.can_drop
 
         def preexec():
@@ -854,8 +1187,15 @@ class Runner:
 
         env = dict(os.environ)
         env.setdefault("FUZZ_THREADS", "1")  # DuckDB threads per worker; 0 = DuckDB's default
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-                                     cwd=str(self.env.root), preexec_fn=preexec, env=env)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            cwd=str(self.env.root),
+            preexec_fn=preexec,
+            env=env,
+        )
         line = self._readline(120)
         if line is None or not json.loads(line).get("ready"):
             self.kill()
@@ -941,8 +1281,14 @@ class Runner:
 # Judging outcomes.
 # ------------------------------------------------------------------------------------------------
 
-BAD_MESSAGE_MARKERS = ["INTERNAL", "panicked at", "DuckDB API not initialized", "RUST_BACKTRACE",
-                       "database has been invalidated", "FATAL"]
+BAD_MESSAGE_MARKERS = [
+    "INTERNAL",
+    "panicked at",
+    "DuckDB API not initialized",
+    "RUST_BACKTRACE",
+    "database has been invalidated",
+    "FATAL",
+]
 OUR_PREFIXES = ("serving", "paimon_", "streamhouse", "__streamhouse")
 
 
@@ -974,13 +1320,23 @@ def judge(r: Result) -> tuple[list[str], list[str]]:
         elif step.get("outcome") == "error":
             if not smsg.strip():
                 hard.append(f"{step['step']}: empty error message ({step.get('etype')})")
-            elif step.get("etype") in ("InternalException", "FatalException") or any(m in smsg for m in BAD_MESSAGE_MARKERS):
-                hard.append(f"{step['step']} after the corruption: unclear error ({step.get('etype')}): {short_msg(smsg)}")
+            elif step.get("etype") in ("InternalException", "FatalException") or any(
+                m in smsg for m in BAD_MESSAGE_MARKERS
+            ):
+                hard.append(
+                    f"{step['step']} after the corruption: unclear error ({step.get('etype')}): {short_msg(smsg)}"
+                )
     for key in ("wrong", "changed", "broken"):
         if res.get(key):
             hard.append(f"{key.upper()}: {res[key]}")
-    if outcome == "ok" and isinstance(r.case.value, str) and "\x00" in r.case.value and r.case.func in (
-            TEXT_FUNCS + LAKE_FUNCS) and r.case.kind == "sql" and not r.case.check:
+    if (
+        outcome == "ok"
+        and isinstance(r.case.value, str)
+        and "\x00" in r.case.value
+        and r.case.func in (TEXT_FUNCS + LAKE_FUNCS)
+        and r.case.kind == "sql"
+        and not r.case.check
+    ):
         # A NUL-bearing argument that still succeeded: was it silently cut at the NUL?
         soft.append("accepted an argument containing NUL (was it truncated at the NUL?)")
     return hard, soft
@@ -997,16 +1353,31 @@ def message_findings(case: Case, msg: str) -> list[str]:
     v = case.value
     if ours and isinstance(v, str) and 0 < len(v) <= 200 and v.isprintable() and v.strip() == v and v not in body:
         # Parts of a dotted name or a path are fine too, and "paimon:" is a prefix, not the path.
-        shown = v[len("paimon:"):] if v.startswith("paimon:") else v
+        shown = v[len("paimon:") :] if v.startswith("paimon:") else v
         if shown not in body and not any(p and p in body for p in shown.split(".") if len(p) > 2):
             out.append(f"message does not name the value {v!r}: {msg[:400]}")
-    path = v[len("paimon:"):] if isinstance(v, str) and v.startswith("paimon:") and case.func in MUTATING else v
-    if ours and isinstance(path, str) and "\x00" not in path and len(path) < 4096 and os.path.isdir(path) \
-            and os.path.isdir(os.path.join(path, "schema")) and ("no schema/" in msg or "no such directory" in msg):
-        out.append(f"message says the Paimon table is missing, but {path!r} exists (it cannot be read): "
-                   f"{short_msg(msg, 300)}")
-    if ours and isinstance(v, str) and "\x00" in v and v.split("\x00")[0] and v.split("\x00")[0] in body \
-            and v.replace("\x00", "\\0") not in body and v not in body:
+    path = v[len("paimon:") :] if isinstance(v, str) and v.startswith("paimon:") and case.func in MUTATING else v
+    if (
+        ours
+        and isinstance(path, str)
+        and "\x00" not in path
+        and len(path) < 4096
+        and os.path.isdir(path)
+        and os.path.isdir(os.path.join(path, "schema"))
+        and ("no schema/" in msg or "no such directory" in msg)
+    ):
+        out.append(
+            f"message says the Paimon table is missing, but {path!r} exists (it cannot be read): {short_msg(msg, 300)}"
+        )
+    if (
+        ours
+        and isinstance(v, str)
+        and "\x00" in v
+        and v.split("\x00")[0]
+        and v.split("\x00")[0] in body
+        and v.replace("\x00", "\\0") not in body
+        and v not in body
+    ):
         out.append(f"message shows the value cut at its NUL character: {msg[:300]}")
     return out
 
@@ -1050,8 +1421,12 @@ def run_all(env: Env, cases: list[Case], log_dir: Path, parallel: int = 2, first
             for i, c in enumerate(cs):
                 if PROGRESS and i % 200 == 0:
                     print(f"fuzz: {lane} {i}/{len(cs)}", flush=True)
-                if TIME_BUDGET and first_random is not None and c.id >= first_random \
-                        and time.monotonic() - t_start > TIME_BUDGET:
+                if (
+                    TIME_BUDGET
+                    and first_random is not None
+                    and c.id >= first_random
+                    and time.monotonic() - t_start > TIME_BUDGET
+                ):
                     break
                 key = (c.func, c.hazard)
                 with lock:
@@ -1059,8 +1434,12 @@ def run_all(env: Env, cases: list[Case], log_dir: Path, parallel: int = 2, first
                 if capped:
                     # Enough proof that this hazard hangs this function: do not spend another
                     # time budget on it; the case is reported with the group.
-                    r = Result(c, None, f"SKIPPED: {c.func} already hung/crashed {HANG_CAP} times on a "
-                                        f"{c.hazard!r} argument (cases {hangs[key]})")
+                    r = Result(
+                        c,
+                        None,
+                        f"SKIPPED: {c.func} already hung/crashed {HANG_CAP} times on a "
+                        f"{c.hazard!r} argument (cases {hangs[key]})",
+                    )
                 else:
                     r = runner.run(c)
                 with lock:
@@ -1083,9 +1462,11 @@ def run_all(env: Env, cases: list[Case], log_dir: Path, parallel: int = 2, first
 def sandbox_cases(gen: Generator) -> list[Case]:
     """The path-taking functions under enable_external_access = false (allowed: the fuzz root)."""
     out = []
-    paths = [v for v in gen.env.strings if isinstance(v.value, str) and ("/" in v.value or v.value.startswith("paimon"))]
+    paths = [
+        v for v in gen.env.strings if isinstance(v.value, str) and ("/" in v.value or v.value.startswith("paimon"))
+    ]
     for func in ["paimon_scan", "serving_build"]:
-        for i, v in enumerate(paths + [gen.env.lake_paths[0]]):
+        for i, v in enumerate([*paths, gen.env.lake_paths[0]]):
             if func == "serving_build" and i % 2:
                 continue
             c = gen.table_call(func, v, "param")
@@ -1125,14 +1506,17 @@ def format_findings(items, limit=60) -> str:
     for r, problem in items:
         groups.setdefault(group_key(r, problem), []).append((r, problem))
     lines = []
-    for key, members in list(groups.items())[:limit]:
+    for _key, members in list(groups.items())[:limit]:
         ran = [m for m in members if not m[1].startswith("SKIPPED")] or members
         r, problem = ran[0]
         skipped = len(members) - len(ran) if ran is not members else 0
         head = short_msg(problem, 1500).replace(str(EXT_PATH), "<ext>")
-        lines.append(f"* {head}\n  function {r.case.func}, lane {r.case.lane}: {len(ran)} case(s)"
-                     + (f" (+{skipped} more with the same hazard not run)" if skipped else "")
-                     + f", e.g. case {r.case.id}:\n    " + r.case.repro().replace("\n", "\n    "))
+        lines.append(
+            f"* {head}\n  function {r.case.func}, lane {r.case.lane}: {len(ran)} case(s)"
+            + (f" (+{skipped} more with the same hazard not run)" if skipped else "")
+            + f", e.g. case {r.case.id}:\n    "
+            + r.case.repro().replace("\n", "\n    ")
+        )
         if r.res and r.res.get("msg"):
             lines.append(f"    -> {r.res.get('etype')}: {short_msg(r.res['msg'], 400)}")
     if len(groups) > limit:
@@ -1150,8 +1534,10 @@ def test_hostile_arguments_never_crash(env, tmp_path):
     first_random = gen.n + 1
     for _ in range(N_RANDOM):
         cases.append(gen.random_case())
-    print(f"\nfuzz: FUZZ_SEED={SEED} corpus={n_corpus} random={len(cases) - n_corpus} "
-          f"(privileged={env.privileged}, unprivileged worker={env.can_drop})")
+    print(
+        f"\nfuzz: FUZZ_SEED={SEED} corpus={n_corpus} random={len(cases) - n_corpus} "
+        f"(privileged={env.privileged}, unprivileged worker={env.can_drop})"
+    )
     if os.environ.get("FUZZ_SKIP_HAZARDS") == "1":  # while fixing: leave out what is known to hang
         cases = [c for c in cases if c.hazard is None]
     results, harness_errors = run_all(env, cases, tmp_path, first_random=first_random)
@@ -1160,20 +1546,38 @@ def test_hostile_arguments_never_crash(env, tmp_path):
     if os.environ.get("FUZZ_DUMP"):
         with open(os.environ["FUZZ_DUMP"], "w") as f:
             for r in sorted(results, key=lambda r: r.case.id):
-                f.write(json.dumps({"id": r.case.id, "func": r.case.func, "lane": r.case.lane, "labels": r.case.labels,
-                                    "repro": r.case.repro()[:600], "seconds": round(r.seconds, 3),
-                                    "problem": (r.problem or "")[:3000], "res": {k: (str(v)[:1500]) for k, v in (r.res or {}).items()}},
-                                   ensure_ascii=False) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "id": r.case.id,
+                            "func": r.case.func,
+                            "lane": r.case.lane,
+                            "labels": r.case.labels,
+                            "repro": r.case.repro()[:600],
+                            "seconds": round(r.seconds, 3),
+                            "problem": (r.problem or "")[:3000],
+                            "res": {k: (str(v)[:1500]) for k, v in (r.res or {}).items()},
+                        },
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
     dt = time.monotonic() - t0
     outcomes = {}
     for r in results:
         k = "crash/hang" if r.problem else r.res.get("outcome")
         outcomes[k] = outcomes.get(k, 0) + 1
     slow = sorted(results, key=lambda r: -r.seconds)[:3]
-    print(f"fuzz: {len(results)} cases in {dt:.1f} s: {outcomes}; slowest: "
-          + ", ".join(f"case {r.case.id} {r.seconds:.2f}s" for r in slow))
-    report = {"seed": SEED, "cases": len(results), "hard": [(r.case.id, r.case.repro(), p) for r, p in hard],
-              "soft": [(r.case.id, r.case.repro(), p) for r, p in soft]}
+    print(
+        f"fuzz: {len(results)} cases in {dt:.1f} s: {outcomes}; slowest: "
+        + ", ".join(f"case {r.case.id} {r.seconds:.2f}s" for r in slow)
+    )
+    report = {
+        "seed": SEED,
+        "cases": len(results),
+        "hard": [(r.case.id, r.case.repro(), p) for r, p in hard],
+        "soft": [(r.case.id, r.case.repro(), p) for r, p in soft],
+    }
     out = Path(os.environ.get("FUZZ_REPORT", HERE.parents[1] / "build" / "fuzz-report.json"))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, default=str))
@@ -1181,9 +1585,11 @@ def test_hostile_arguments_never_crash(env, tmp_path):
         print(f"fuzz: {len(soft)} message finding(s) (full list in {out}):\n" + format_findings(soft, 25))
     problems = hard + (soft if STRICT_MESSAGES else [])
     if problems:
-        pytest.fail(f"FUZZ_SEED={SEED}: {len(problems)} problem(s): crashes, hangs, wrong answers, a changed "
-                    f"serving layer or unclear errors (full report: {out}):\n" + format_findings(problems),
-                    pytrace=False)
+        pytest.fail(
+            f"FUZZ_SEED={SEED}: {len(problems)} problem(s): crashes, hangs, wrong answers, a changed "
+            f"serving layer or unclear errors (full report: {out}):\n" + format_findings(problems),
+            pytrace=False,
+        )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1215,8 +1621,13 @@ for stmt in json.loads(sys.argv[2]):
 def run_repro(statements: list[str], timeout: float, address_space: int = 0):
     """[(sql, outcome dict)], and a problem string if the process crashed or hung."""
     env = dict(os.environ, REPRO_AS=str(address_space))
-    proc = subprocess.Popen([sys.executable, "-c", REPRO_RUNNER, require_extension(), json.dumps(statements)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", REPRO_RUNNER, require_extension(), json.dumps(statements)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
         problem = None
@@ -1231,8 +1642,12 @@ def run_repro(statements: list[str], timeout: float, address_space: int = 0):
 
 
 def clear_error(o) -> bool:
-    return "error" in o and o["msg"].strip() and o["error"] not in ("InternalException", "FatalException") \
+    return (
+        "error" in o
+        and o["msg"].strip()
+        and o["error"] not in ("InternalException", "FatalException")
         and not any(m in o["msg"] for m in BAD_MESSAGE_MARKERS)
+    )
 
 
 def _lit(s: str) -> str:
@@ -1258,65 +1673,150 @@ def reproducers(env: Env):
         os.symlink("/dev/zero", t_zero / "schema" / "schema-0")
     t_nofields = root / "no_fields"
     (t_nofields / "schema").mkdir(parents=True, exist_ok=True)
-    (t_nofields / "schema" / "schema-0").write_text(json.dumps({
-        "version": 3, "id": 0, "fields": [], "highestFieldId": -1, "partitionKeys": [], "primaryKeys": [],
-        "options": {}, "timeMillis": 0}))
+    (t_nofields / "schema" / "schema-0").write_text(
+        json.dumps(
+            {
+                "version": 3,
+                "id": 0,
+                "fields": [],
+                "highestFieldId": -1,
+                "partitionKeys": [],
+                "primaryKeys": [],
+                "options": {},
+                "timeMillis": 0,
+            }
+        )
+    )
     fifo_csv = env.root / "fs" / "fifo.csv"
     lake = root / "lake"  # a table the layer is built from, then damaged between statements
 
     def fresh_lake():
-        return f"!import shutil; shutil.rmtree({str(lake)!r}, ignore_errors=True); shutil.copytree({str(s2)!r}, {str(lake)!r})"
+        return (
+            f"!import shutil; shutil.rmtree({str(lake)!r}, ignore_errors=True); "
+            f"shutil.copytree({str(s2)!r}, {str(lake)!r})"
+        )
 
-    nul_table = ("CREATE TABLE o AS SELECT 1::BIGINT AS order_id, 'a' AS company, DATE '2024-01-01' AS order_day, "
-                 "10::BIGINT AS revenue UNION ALL SELECT 2, 'a' || chr(0) || 'b', DATE '2024-01-01', 99")
+    nul_table = (
+        "CREATE TABLE o AS SELECT 1::BIGINT AS order_id, 'a' AS company, DATE '2024-01-01' AS order_day, "
+        "10::BIGINT AS revenue UNION ALL SELECT 2, 'a' || chr(0) || 'b', DATE '2024-01-01', 99"
+    )
 
     def last(outs):
         return outs[-1] if outs else {}
 
-    yield ("nul_company_answers_for_its_prefix",
-           [nul_table, "SELECT * FROM serving_build('o')", "SELECT revenue FROM serving_dashboard('a' || chr(0) || 'b')"],
-           20, 0, lambda outs: None if last(outs).get("ok") == [["99"]] or clear_error(last(outs)) else
-           f"serving_dashboard('a' || chr(0) || 'b') answered {last(outs)} (company 'a' has 10, 'a\\0b' has 99)")
-    yield ("nul_source_builds_from_its_prefix",
-           [nul_table, "SELECT source FROM serving_build('o' || chr(0) || 'junk')"],
-           20, 0, lambda outs: None if clear_error(last(outs)) else
-           f"serving_build('o' || chr(0) || 'junk') did not refuse: {last(outs)}")
-    yield ("nul_lake_path_reads_its_prefix",
-           [f"SELECT count(*) FROM paimon_scan({_lit(str(s3))} || chr(0) || 'junk')"],
-           20, 0, lambda outs: None if clear_error(last(outs)) else
-           f"paimon_scan(<table> || chr(0) || 'junk') read the table: {last(outs)}")
-    yield ("schema_without_fields_is_internal_error",
-           [f"SELECT * FROM paimon_scan({_lit(str(t_nofields))})"],
-           20, 0, lambda outs: None if clear_error(last(outs)) or "ok" in last(outs) else
-           f"not a clear error: {short_msg(last(outs).get('msg', ''), 300)}")
-    for rid, sql in [("fifo_schema_file_hangs", f"SELECT * FROM paimon_snapshots({_lit(str(t_fifo_schema))})"),
-                     ("fifo_snapshot_file_hangs", f"SELECT count(*) FROM paimon_scan({_lit(str(t_fifo_snap))})"),
-                     ("fifo_csv_source_hangs", f"SELECT * FROM serving_build({_lit(str(fifo_csv))})")]:
+    yield (
+        "nul_company_answers_for_its_prefix",
+        [nul_table, "SELECT * FROM serving_build('o')", "SELECT revenue FROM serving_dashboard('a' || chr(0) || 'b')"],
+        20,
+        0,
+        lambda outs: (
+            None
+            if last(outs).get("ok") == [["99"]] or clear_error(last(outs))
+            else f"serving_dashboard('a' || chr(0) || 'b') answered {last(outs)} (company 'a' has 10, 'a\\0b' has 99)"
+        ),
+    )
+    yield (
+        "nul_source_builds_from_its_prefix",
+        [nul_table, "SELECT source FROM serving_build('o' || chr(0) || 'junk')"],
+        20,
+        0,
+        lambda outs: (
+            None if clear_error(last(outs)) else f"serving_build('o' || chr(0) || 'junk') did not refuse: {last(outs)}"
+        ),
+    )
+    yield (
+        "nul_lake_path_reads_its_prefix",
+        [f"SELECT count(*) FROM paimon_scan({_lit(str(s3))} || chr(0) || 'junk')"],
+        20,
+        0,
+        lambda outs: (
+            None
+            if clear_error(last(outs))
+            else f"paimon_scan(<table> || chr(0) || 'junk') read the table: {last(outs)}"
+        ),
+    )
+    yield (
+        "schema_without_fields_is_internal_error",
+        [f"SELECT * FROM paimon_scan({_lit(str(t_nofields))})"],
+        20,
+        0,
+        lambda outs: (
+            None
+            if clear_error(last(outs)) or "ok" in last(outs)
+            else f"not a clear error: {short_msg(last(outs).get('msg', ''), 300)}"
+        ),
+    )
+    for rid, sql in [
+        ("fifo_schema_file_hangs", f"SELECT * FROM paimon_snapshots({_lit(str(t_fifo_schema))})"),
+        ("fifo_snapshot_file_hangs", f"SELECT count(*) FROM paimon_scan({_lit(str(t_fifo_snap))})"),
+        ("fifo_csv_source_hangs", f"SELECT * FROM serving_build({_lit(str(fifo_csv))})"),
+    ]:
         yield (rid, [sql], 10, 0, lambda outs: None)
-    yield ("dev_zero_schema_file_exhausts_memory",
-           [f"SELECT * FROM paimon_snapshots({_lit(str(t_zero))})"], 60, 3 * 2**30, lambda outs: None)
-    yield ("sandbox_long_path_is_quadratic",
-           ["SET allowed_directories = ['/nonexistent-allowed']", "SET enable_external_access = false",
-            "SELECT * FROM paimon_scan('/tmp/' || repeat('a/', 200000))"],
-           8, 0, lambda outs: None)
-    yield ("refresh_without_snapshot_dir_reports_null_snapshot",
-           [fresh_lake(), f"SELECT lake_snapshot FROM serving_build('paimon:' || {_lit(str(lake))})",
+    yield (
+        "dev_zero_schema_file_exhausts_memory",
+        [f"SELECT * FROM paimon_snapshots({_lit(str(t_zero))})"],
+        60,
+        3 * 2**30,
+        lambda outs: None,
+    )
+    yield (
+        "sandbox_long_path_is_quadratic",
+        [
+            "SET allowed_directories = ['/nonexistent-allowed']",
+            "SET enable_external_access = false",
+            "SELECT * FROM paimon_scan('/tmp/' || repeat('a/', 200000))",
+        ],
+        8,
+        0,
+        lambda outs: None,
+    )
+    yield (
+        "refresh_without_snapshot_dir_reports_null_snapshot",
+        [
+            fresh_lake(),
+            f"SELECT lake_snapshot FROM serving_build('paimon:' || {_lit(str(lake))})",
             f"!import shutil; shutil.rmtree({str(lake / 'snapshot')!r})",
             f"SELECT lake_snapshot FROM serving_refresh('paimon:' || {_lit(str(lake))})",
-            "SELECT lake_snapshot FROM serving_meta"],
-           20, 0, lambda outs: None if len(outs) >= 3 and (clear_error(outs[1]) or outs[1].get("ok") == outs[2].get("ok"))
-           else f"serving_refresh on the table without its snapshot/ directory: {outs[1:] if len(outs) > 1 else outs}")
-    yield ("status_hangs_on_fifo_latest_hint",
-           [fresh_lake(), f"SELECT lake_snapshot FROM serving_build('paimon:' || {_lit(str(lake))})",
-            f"!import os; os.remove({str(lake / 'snapshot' / 'LATEST')!r}); os.mkfifo({str(lake / 'snapshot' / 'LATEST')!r})",
-            "SELECT lake_snapshot FROM serving_status()"], 10, 0, lambda outs: None)
-    yield ("unfollow_hangs_on_follower_stuck_in_fifo",
-           [fresh_lake(), f"SELECT lake_snapshot FROM serving_build('paimon:' || {_lit(str(lake))})",
-            f"SELECT following FROM serving_follow('paimon:' || {_lit(str(lake))}, every := INTERVAL '10 milliseconds')",
+            "SELECT lake_snapshot FROM serving_meta",
+        ],
+        20,
+        0,
+        lambda outs: (
+            None
+            if len(outs) >= 3 and (clear_error(outs[1]) or outs[1].get("ok") == outs[2].get("ok"))
+            else f"serving_refresh on the table without its snapshot/ directory: {outs[1:] if len(outs) > 1 else outs}"
+        ),
+    )
+    yield (
+        "status_hangs_on_fifo_latest_hint",
+        [
+            fresh_lake(),
+            f"SELECT lake_snapshot FROM serving_build('paimon:' || {_lit(str(lake))})",
+            f"!import os; os.remove({str(lake / 'snapshot' / 'LATEST')!r}); "
+            f"os.mkfifo({str(lake / 'snapshot' / 'LATEST')!r})",
+            "SELECT lake_snapshot FROM serving_status()",
+        ],
+        10,
+        0,
+        lambda outs: None,
+    )
+    yield (
+        "unfollow_hangs_on_follower_stuck_in_fifo",
+        [
+            fresh_lake(),
+            f"SELECT lake_snapshot FROM serving_build('paimon:' || {_lit(str(lake))})",
+            f"SELECT following FROM serving_follow('paimon:' || {_lit(str(lake))}, "
+            "every := INTERVAL '10 milliseconds')",
             f"!import shutil, os, time; shutil.copytree({str(s3)!r}, {str(lake)!r}, dirs_exist_ok=True); "
-            f"os.remove({str(lake / 'snapshot' / 'snapshot-3')!r}); os.mkfifo({str(lake / 'snapshot' / 'snapshot-3')!r}); "
+            f"os.remove({str(lake / 'snapshot' / 'snapshot-3')!r}); "
+            f"os.mkfifo({str(lake / 'snapshot' / 'snapshot-3')!r}); "
             "time.sleep(0.3)",
-            "SELECT followed FROM serving_unfollow()"], 10, 0, lambda outs: None)
+            "SELECT followed FROM serving_unfollow()",
+        ],
+        10,
+        0,
+        lambda outs: None,
+    )
 
 
 @pytest.mark.timeout(300)
@@ -1341,6 +1841,12 @@ def test_minimal_reproducers(env):
         results = list(pool.map(one, parallel)) + fut_serial.result()
     failed = [(rid, stmts, p) for rid, stmts, p in results if p]
     if failed:
-        pytest.fail(f"{len(failed)} of {len(results)} minimal reproducers fail:\n" + "\n".join(
-            f"* {rid}: {p}\n    " + ";\n    ".join(s if not s.startswith("!") else "-- (filesystem) " + s[1:]
-                                               for s in stmts) for rid, stmts, p in failed), pytrace=False)
+        pytest.fail(
+            f"{len(failed)} of {len(results)} minimal reproducers fail:\n"
+            + "\n".join(
+                f"* {rid}: {p}\n    "
+                + ";\n    ".join(s if not s.startswith("!") else "-- (filesystem) " + s[1:] for s in stmts)
+                for rid, stmts, p in failed
+            ),
+            pytrace=False,
+        )

@@ -1,6 +1,7 @@
 """paimon_scan / paimon_changelog / paimon_snapshots and lake-sourced serving builds, on real
 Paimon tables written by pypaimon, compared with pypaimon's own read and with pure-Python
 oracles of each merge engine."""
+
 from __future__ import annotations
 
 import datetime
@@ -9,11 +10,16 @@ import random
 import duckdb
 import pyarrow as pa
 import pytest
-
 from conftest import connect
 from lake_util import (
-    Warehouse, apply_changelog, canon, oracle_aggregation, oracle_deduplicate, oracle_first_row,
-    oracle_partial_update, oracle_sequence,
+    Warehouse,
+    apply_changelog,
+    canon,
+    oracle_aggregation,
+    oracle_deduplicate,
+    oracle_first_row,
+    oracle_partial_update,
+    oracle_sequence,
 )
 
 ID_BAL = pa.schema([pa.field("id", pa.int32(), nullable=False), ("bal", pa.int32())])
@@ -23,7 +29,7 @@ def scan(con, path, **named):
     extra = "".join(f", {k} := {int(v)}" for k, v in named.items())
     cur = con.execute(f"SELECT * FROM paimon_scan($1{extra})", [path])
     names = [d[0] for d in cur.description]
-    return [dict(zip(names, row)) for row in cur.fetchall()]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
 @pytest.fixture
@@ -56,8 +62,12 @@ def random_upserts(rng, commits=5, keys=40, per_commit=25, deletes=True):
 @pytest.mark.parametrize("seed", range(3))
 def test_deduplicate_with_deletes_equals_pypaimon_and_oracle(wh, con, seed):
     schema = pa.schema([pa.field("id", pa.int32(), nullable=False), ("bal", pa.int32()), ("op", pa.string())])
-    t = wh.create("dedup", schema, ["id"], {"bucket": "1", "merge-engine": "deduplicate",
-                                            "changelog-producer": "input", "rowkind.field": "op"})
+    t = wh.create(
+        "dedup",
+        schema,
+        ["id"],
+        {"bucket": "1", "merge-engine": "deduplicate", "changelog-producer": "input", "rowkind.field": "op"},
+    )
     for rows in random_upserts(random.Random(seed)):
         t.commit(rows)
     ours = canon(scan(con, wh.path("dedup")), ["id", "bal"])
@@ -66,12 +76,23 @@ def test_deduplicate_with_deletes_equals_pypaimon_and_oracle(wh, con, seed):
 
 
 def test_partial_update_null_never_overwrites(wh, con):
-    schema = pa.schema([pa.field("id", pa.int32(), nullable=False), ("a", pa.int32()), ("b", pa.string()), ("c", pa.int64())])
+    schema = pa.schema(
+        [pa.field("id", pa.int32(), nullable=False), ("a", pa.int32()), ("b", pa.string()), ("c", pa.int64())]
+    )
     t = wh.create("pu", schema, ["id"], {"bucket": "1", "merge-engine": "partial-update"})
     rng = random.Random(5)
     for _ in range(5):
-        t.commit([{"id": k, "a": rng.choice([None, rng.randint(0, 9)]), "b": rng.choice([None, "x", "y"]),
-                   "c": rng.choice([None, rng.randint(-5, 5)])} for k in rng.sample(range(30), 20)])
+        t.commit(
+            [
+                {
+                    "id": k,
+                    "a": rng.choice([None, rng.randint(0, 9)]),
+                    "b": rng.choice([None, "x", "y"]),
+                    "c": rng.choice([None, rng.randint(-5, 5)]),
+                }
+                for k in rng.sample(range(30), 20)
+            ]
+        )
     cols = ["id", "a", "b", "c"]
     ours = canon(scan(con, wh.path("pu")), cols)
     assert ours == canon(t.read(), cols)
@@ -79,14 +100,28 @@ def test_partial_update_null_never_overwrites(wh, con):
 
 
 def test_aggregation_engine(wh, con):
-    schema = pa.schema([pa.field("id", pa.int32(), nullable=False), ("total", pa.int64()), ("mx", pa.int32()), ("last", pa.string())])
-    t = wh.create("agg", schema, ["id"], {"bucket": "1", "merge-engine": "aggregation",
-                                          "fields.total.aggregate-function": "sum",
-                                          "fields.mx.aggregate-function": "max"})
+    schema = pa.schema(
+        [pa.field("id", pa.int32(), nullable=False), ("total", pa.int64()), ("mx", pa.int32()), ("last", pa.string())]
+    )
+    t = wh.create(
+        "agg",
+        schema,
+        ["id"],
+        {
+            "bucket": "1",
+            "merge-engine": "aggregation",
+            "fields.total.aggregate-function": "sum",
+            "fields.mx.aggregate-function": "max",
+        },
+    )
     rng = random.Random(9)
     for _ in range(4):
-        t.commit([{"id": k, "total": rng.randint(-50, 50), "mx": rng.randint(0, 100), "last": rng.choice("abc")}
-                  for k in rng.sample(range(25), 15)])
+        t.commit(
+            [
+                {"id": k, "total": rng.randint(-50, 50), "mx": rng.randint(0, 100), "last": rng.choice("abc")}
+                for k in rng.sample(range(25), 15)
+            ]
+        )
     cols = ["id", "total", "mx", "last"]
     ours = canon(scan(con, wh.path("agg")), cols)
     assert ours == canon(t.read(), cols)
@@ -123,8 +158,11 @@ def test_time_travel_and_snapshots(wh, con):
     for n in range(1, 5):
         got = canon(scan(con, wh.path("tt"), snapshot=n), ["id", "bal"])
         assert got == canon(oracle_deduplicate(t.commits[:n], kind="_none"), ["id", "bal"]), n
-    snaps = con.execute("SELECT snapshot_id, commit_kind, commit_time <= now()::TIMESTAMP + INTERVAL 1 DAY "
-                        "FROM paimon_snapshots($1) ORDER BY 1", [wh.path("tt")]).fetchall()
+    snaps = con.execute(
+        "SELECT snapshot_id, commit_kind, commit_time <= now()::TIMESTAMP + INTERVAL 1 DAY "
+        "FROM paimon_snapshots($1) ORDER BY 1",
+        [wh.path("tt")],
+    ).fetchall()
     assert [s[0] for s in snaps] == [1, 2, 3, 4]
     assert {s[1] for s in snaps} == {"APPEND"} and all(s[2] for s in snaps)
     with pytest.raises(duckdb.Error, match="snapshot 9 does not exist"):
@@ -140,14 +178,18 @@ def test_tier_ddl_table_stream_equals_batch(wh, con):
     """Seed 002's invariant on the real format: a table with exactly paimon_tier_ddl's options;
     the bounded stream replayed in order equals the batch read, and both equal the oracle."""
     ddl = con.execute("SELECT paimon_tier_ddl('db.tier')").fetchone()[0]
-    options = dict(kv.split(" = ") for kv in (line.strip().rstrip(",") for line in ddl.split("WITH (")[1].splitlines()) if " = " in kv)
+    options = dict(
+        kv.split(" = ")
+        for kv in (line.strip().rstrip(",") for line in ddl.split("WITH (")[1].splitlines())
+        if " = " in kv
+    )
     options = {k.strip("'"): v.strip("'") for k, v in options.items()}
     assert options == {"bucket": "1", "merge-engine": "deduplicate", "changelog-producer": "input"}
     t = wh.create("tier", ID_BAL, ["id"], options)
     rng = random.Random(17)
     upserts = [(rng.randrange(12), rng.randint(-100, 100)) for _ in range(80)]
     for i in range(0, len(upserts), 16):
-        t.commit([{"id": k, "bal": v} for k, v in dict(upserts[i:i + 16]).items()])
+        t.commit([{"id": k, "bal": v} for k, v in dict(upserts[i : i + 16]).items()])
     latest_per_id = sorted(dict(upserts).items())
     stream = changelog(con, wh.path("tier"))
     assert [r[0] for r in stream] == sorted(r[0] for r in stream), "changes are in commit order"
@@ -161,8 +203,9 @@ def test_invariant_fails_where_paimon_says_it_must(wh, con):
     replayed stream differs from the merged batch; an append-only table keeps every version, so
     its batch read is not the latest state per key. The test can tell the difference."""
     schema = pa.schema([pa.field("id", pa.int32(), nullable=False), ("a", pa.int32()), ("b", pa.int32())])
-    t = wh.create("pu_input", schema, ["id"], {"bucket": "1", "merge-engine": "partial-update",
-                                               "changelog-producer": "input"})
+    t = wh.create(
+        "pu_input", schema, ["id"], {"bucket": "1", "merge-engine": "partial-update", "changelog-producer": "input"}
+    )
     t.commit([{"id": 1, "a": 1, "b": None}, {"id": 2, "a": 2, "b": 20}])
     t.commit([{"id": 1, "a": None, "b": 10}])
     replayed = apply_changelog([r[1:] for r in changelog(con, wh.path("pu_input"))], key_index=0)
@@ -189,7 +232,10 @@ def test_tier_ddl_runs_in_a_real_paimon_catalog(tmp_path, con):
     ctx.sql(con.execute("SELECT paimon_tier_ddl('db.tier')").fetchone()[0])
     schema = PaimonCatalog({"warehouse": root}).get_table("db.tier").schema()
     # The primary key makes id NOT NULL; bal stays nullable.
-    assert [(f.name(), str(f.field_type()).upper()) for f in schema.fields()] == [("id", "INT NOT NULL"), ("bal", "INT")]
+    assert [(f.name(), str(f.field_type()).upper()) for f in schema.fields()] == [
+        ("id", "INT NOT NULL"),
+        ("bal", "INT"),
+    ]
     assert schema.primary_keys() == ["id"]
     opts = schema.options()
     assert (opts["bucket"], opts["merge-engine"], opts["changelog-producer"]) == ("1", "deduplicate", "input")
@@ -201,8 +247,14 @@ def test_tier_ddl_runs_in_a_real_paimon_catalog(tmp_path, con):
     assert got == sorted(dict(upserts).items())
 
 
-ORDERS = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
-                    ("order_day", pa.date32()), ("revenue", pa.int64())])
+ORDERS = pa.schema(
+    [
+        pa.field("order_id", pa.int64(), nullable=False),
+        ("company", pa.string()),
+        ("order_day", pa.date32()),
+        ("revenue", pa.int64()),
+    ]
+)
 
 
 def test_serving_build_from_paimon_partial_update(wh, con):
@@ -210,13 +262,28 @@ def test_serving_build_from_paimon_partial_update(wh, con):
     rng = random.Random(31)
     companies = ["acme", "O'Reilly", "東京商事"]
     base = datetime.date(2026, 11, 1)
-    t.commit([{"order_id": i, "company": rng.choice(companies), "order_day": base + datetime.timedelta(days=rng.randrange(10)),
-               "revenue": rng.randint(0, 500)} for i in range(300)])
+    t.commit(
+        [
+            {
+                "order_id": i,
+                "company": rng.choice(companies),
+                "order_day": base + datetime.timedelta(days=rng.randrange(10)),
+                "revenue": rng.randint(0, 500),
+            }
+            for i in range(300)
+        ]
+    )
     for _ in range(3):  # revenue corrections only: partial rows with NULL company/day
-        t.commit([{"order_id": i, "company": None, "order_day": None, "revenue": rng.randint(-50, 900)}
-                  for i in rng.sample(range(300), 60)])
+        t.commit(
+            [
+                {"order_id": i, "company": None, "order_day": None, "revenue": rng.randint(-50, 900)}
+                for i in rng.sample(range(300), 60)
+            ]
+        )
     merged = oracle_partial_update(t.commits, key="order_id")
-    summary = con.execute("SELECT fct_rows, lake_snapshot FROM serving_build($1)", ["paimon:" + wh.path("fct_orders")]).fetchone()
+    summary = con.execute(
+        "SELECT fct_rows, lake_snapshot FROM serving_build($1)", ["paimon:" + wh.path("fct_orders")]
+    ).fetchone()
     assert summary == (300, 4)
     assert con.execute("SELECT lake_snapshot FROM serving_status()").fetchone()[0] == 4
     for c in companies:
@@ -231,7 +298,9 @@ def test_serving_build_from_paimon_partial_update(wh, con):
 
 
 def test_lake_bad_input_keeps_previous_build(wh, con, tmp_path):
-    con.execute("CREATE TABLE src AS SELECT 1 AS order_id, 'a' AS company, DATE '2026-01-01' AS order_day, 5 AS revenue")
+    con.execute(
+        "CREATE TABLE src AS SELECT 1 AS order_id, 'a' AS company, DATE '2026-01-01' AS order_day, 5 AS revenue"
+    )
     con.execute("SELECT * FROM serving_build('src')").fetchall()
     before = con.execute("SELECT * FROM mart_daily").fetchall()
     plain = tmp_path / "not_paimon"
@@ -260,17 +329,33 @@ def test_lake_bad_input_keeps_previous_build(wh, con, tmp_path):
 def test_serving_refresh_from_paimon_reads_only_the_new_snapshots(wh, con, key_type, buckets):
     """The changed keys' merged rows are read with a key predicate (Paimon skips files); the
     result must still be exact for every key type the predicate is built for, over buckets."""
-    schema = pa.schema([pa.field("order_id", key_type, nullable=False), ("company", pa.string()),
-                        ("order_day", pa.date32()), ("revenue", pa.int64()), ("op", pa.string())])
-    t = wh.create("orders", schema, ["order_id"], {"bucket": buckets, "merge-engine": "deduplicate",
-                                                  "changelog-producer": "input", "rowkind.field": "op"})
+    schema = pa.schema(
+        [
+            pa.field("order_id", key_type, nullable=False),
+            ("company", pa.string()),
+            ("order_day", pa.date32()),
+            ("revenue", pa.int64()),
+            ("op", pa.string()),
+        ]
+    )
+    t = wh.create(
+        "orders",
+        schema,
+        ["order_id"],
+        {"bucket": buckets, "merge-engine": "deduplicate", "changelog-producer": "input", "rowkind.field": "op"},
+    )
     rng = random.Random(41)
     companies = ["acme", "globex", "O'Reilly"]
     base = datetime.date(2026, 11, 1)
 
     def row(i, op="+I"):
-        return {"order_id": i, "company": rng.choice(companies), "order_day": base + datetime.timedelta(days=rng.randrange(6)),
-                "revenue": rng.randint(-100, 900), "op": op}
+        return {
+            "order_id": i,
+            "company": rng.choice(companies),
+            "order_day": base + datetime.timedelta(days=rng.randrange(6)),
+            "revenue": rng.randint(-100, 900),
+            "op": op,
+        }
 
     t.commit([row(i) for i in range(200)])
     t.commit([row(i, "+U") for i in rng.sample(range(200), 30)])
@@ -285,8 +370,9 @@ def test_serving_refresh_from_paimon_reads_only_the_new_snapshots(wh, con, key_t
             for r in state.values():
                 if r["company"] == c:
                     sums[r["order_day"]] = sums.get(r["order_day"], 0) + r["revenue"]
-            assert con.execute("SELECT * FROM serving_dashboard($1)", [c]).fetchall() == \
-                sorted(sums.items(), key=lambda kv: (-kv[1], kv[0]))
+            assert con.execute("SELECT * FROM serving_dashboard($1)", [c]).fetchall() == sorted(
+                sums.items(), key=lambda kv: (-kv[1], kv[0])
+            )
         return state
 
     next_id = 200
@@ -296,31 +382,46 @@ def test_serving_refresh_from_paimon_reads_only_the_new_snapshots(wh, con, key_t
         rows += [row(i) for i in range(next_id, next_id + 10)]
         next_id += 10
         t.commit(rows)
-        summary = con.execute("SELECT inserted + updated + deleted + ignored_deletes, lake_snapshot FROM serving_refresh($1)",
-                              [source]).fetchone()
+        summary = con.execute(
+            "SELECT inserted + updated + deleted + ignored_deletes, lake_snapshot FROM serving_refresh($1)", [source]
+        ).fetchone()
         assert summary == (35, 3 + step), summary  # only this snapshot's 35 keys were applied
         check()
     assert con.execute("SELECT lake_snapshot, refreshes FROM serving_status()").fetchone() == (5, 3)
     # nothing new in the lake: nothing to apply
-    assert con.execute("SELECT inserted + updated + deleted, mart_rows_touched FROM serving_refresh($1)", [source]).fetchone() == (0, 0)
+    assert con.execute(
+        "SELECT inserted + updated + deleted, mart_rows_touched FROM serving_refresh($1)", [source]
+    ).fetchone() == (0, 0)
     check()
 
 
 def test_lake_refresh_needs_the_table_it_was_built_from(wh, con):
-    schema = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
-                        ("order_day", pa.date32()), ("revenue", pa.int64())])
+    schema = pa.schema(
+        [
+            pa.field("order_id", pa.int64(), nullable=False),
+            ("company", pa.string()),
+            ("order_day", pa.date32()),
+            ("revenue", pa.int64()),
+        ]
+    )
     a = wh.create("a", schema, ["order_id"], {"bucket": "1", "merge-engine": "deduplicate"})
     b = wh.create("b", schema, ["order_id"], {"bucket": "1", "merge-engine": "deduplicate"})
     day = datetime.date(2026, 11, 2)
     b.commit([{"order_id": 1, "company": "x", "order_day": day, "revenue": 3}])
     # built while table a had no snapshot at all: the first refresh reads it from the start
-    assert con.execute("SELECT fct_rows, lake_snapshot FROM serving_build($1)", ["paimon:" + wh.path("a")]).fetchone() == (0, None)
+    assert con.execute(
+        "SELECT fct_rows, lake_snapshot FROM serving_build($1)", ["paimon:" + wh.path("a")]
+    ).fetchone() == (0, None)
     a.commit([{"order_id": 7, "company": "acme", "order_day": day, "revenue": 40}])
-    assert con.execute("SELECT inserted, lake_snapshot FROM serving_refresh($1)", ["paimon:" + wh.path("a")]).fetchone() == (1, 1)
+    assert con.execute(
+        "SELECT inserted, lake_snapshot FROM serving_refresh($1)", ["paimon:" + wh.path("a")]
+    ).fetchone() == (1, 1)
     assert con.execute("SELECT * FROM serving_dashboard('acme')").fetchall() == [(day, 40)]
     with pytest.raises(duckdb.Error, match="reflects the Paimon table"):
         con.execute("SELECT * FROM serving_refresh($1)", ["paimon:" + wh.path("b")]).fetchall()
-    con.execute("CREATE TABLE src AS SELECT 1 AS order_id, 'a' AS company, DATE '2026-01-01' AS order_day, 5 AS revenue")
+    con.execute(
+        "CREATE TABLE src AS SELECT 1 AS order_id, 'a' AS company, DATE '2026-01-01' AS order_day, 5 AS revenue"
+    )
     con.execute("SELECT * FROM serving_build('src')").fetchall()
     with pytest.raises(duckdb.Error, match="not from a Paimon table"):
         con.execute("SELECT * FROM serving_refresh($1)", ["paimon:" + wh.path("a")]).fetchall()

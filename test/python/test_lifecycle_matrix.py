@@ -10,6 +10,7 @@ an exit must be there when a new process opens the file. Python (b) on each vers
 test_versions.py::test_supported_duckdb_loads_and_serves. The Python and Node steps are
 test/python/matrix_child.py and test/node/lifecycle.mjs.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -22,7 +23,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, gen_rows, oracle, oracle_summary, sql_literal, write_csv
 from matrix_util import (
     SUPPORTED,
@@ -44,9 +44,20 @@ from test_versions import DDL, UPSERT, squash
 NODE_DIR = ROOT / "test" / "node"
 CLI = ROOT / ".venv" / "bin" / "duckdb"
 # The functions the README documents (LOAD may register more).
-FUNCTIONS = {"serving_build", "serving_dashboard", "serving_olap", "serving_explain", "serving_refresh",
-             "serving_reconcile", "serving_status", "paimon_scan", "paimon_changelog", "paimon_snapshots",
-             "paimon_tier_ddl", "paimon_tier_upsert"}
+FUNCTIONS = {
+    "serving_build",
+    "serving_dashboard",
+    "serving_olap",
+    "serving_explain",
+    "serving_refresh",
+    "serving_reconcile",
+    "serving_status",
+    "paimon_scan",
+    "paimon_changelog",
+    "paimon_snapshots",
+    "paimon_tier_ddl",
+    "paimon_tier_upsert",
+}
 # (e): a build of this many generated orders takes long enough to still run at the exit.
 BIG_ROWS = 1_000_000
 # (c): how many close + immediate reopen cycles a CLI or Node process goes through.
@@ -59,14 +70,18 @@ CYCLES = 20
 # .wal file, and in rare runs a reopened database missing tables). Reopening after the release
 # (here 100 ms) is exact; Python's duckdb.connect reuses the open instance and is not affected.
 IMMEDIATE_REOPEN = pytest.mark.xfail(
-    strict=False, reason="known limitation: a new instance of the same file within ms of close races "
-    "with the old instance's release (README)")
+    strict=False,
+    reason="known limitation: a new instance of the same file within ms of close races "
+    "with the old instance's release (README)",
+)
 REOPEN_GAPS = [pytest.param(0, marks=IMMEDIATE_REOPEN, id="immediately"), pytest.param(100, id="after-100ms")]
 # (e): how many times a Python version exits during a build.
 E_ATTEMPTS = 3
 COLUMNS = "{'order_id': 'BIGINT', 'company': 'VARCHAR', 'order_day': 'DATE', 'revenue': 'BIGINT'}"
-FUNCTIONS_SQL = ("SELECT DISTINCT function_name AS f FROM duckdb_functions() "
-                 "WHERE function_name LIKE 'serving\\_%' ESCAPE '\\' OR function_name LIKE 'paimon\\_%' ESCAPE '\\'")
+FUNCTIONS_SQL = (
+    "SELECT DISTINCT function_name AS f FROM duckdb_functions() "
+    "WHERE function_name LIKE 'serving\\_%' ESCAPE '\\' OR function_name LIKE 'paimon\\_%' ESCAPE '\\'"
+)
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +105,7 @@ def big_oracle():
 
 def check_summary(summary, rows):
     want = oracle_summary(rows)
-    assert summary == [want["fct_rows"], want["mart_rows"], want["companies"], want["days"],
-                       str(want["total_revenue"])]
+    assert summary == [want["fct_rows"], want["mart_rows"], want["companies"], want["days"], str(want["total_revenue"])]
 
 
 def check_use(res, rows, per_company):
@@ -144,10 +158,11 @@ def check_exit_during_build(first, reopened, rows, per_company, cells):
 # Python
 # --------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("version", SUPPORTED)
 @pytest.mark.parametrize("how", ["close", "noclose"])
 def test_python_a_load_only(ext_path, version, how):
-    assert FUNCTIONS <= set(run_child(version, "load_only", ext_path, ":memory:", how)["functions"])
+    assert set(run_child(version, "load_only", ext_path, ":memory:", how)["functions"]) >= FUNCTIONS
 
 
 @pytest.mark.parametrize("version", SUPPORTED)
@@ -185,12 +200,16 @@ def test_python_e_exit_during_build_on_daemon_thread(ext_path, dataset, tmp_path
         if control.returncode >= 0:
             # Known open bug (README): the build does not see DuckDB's interrupt at exit and
             # runs on while the interpreter finalizes; shown as xfail, never as a pass.
-            pytest.xfail(f"known bug: DuckDB {version} exit during serving_build on a daemon thread -> "
-                         f"{describe(p.returncode)} (the control without streamhouse exits cleanly)")
+            pytest.xfail(
+                f"known bug: DuckDB {version} exit during serving_build on a daemon thread -> "
+                f"{describe(p.returncode)} (the control without streamhouse exits cleanly)"
+            )
         if control.returncode < 0:
-            pytest.xfail(f"DuckDB {version}'s Python package itself aborts when the interpreter exits while a "
-                         f"query runs on a daemon thread: without streamhouse, "
-                         f"{command_line(control.args)} -> {describe(control.returncode)} {control.stderr.strip()!r}")
+            pytest.xfail(
+                f"DuckDB {version}'s Python package itself aborts when the interpreter exits while a "
+                f"query runs on a daemon thread: without streamhouse, "
+                f"{command_line(control.args)} -> {describe(control.returncode)} {control.stderr.strip()!r}"
+            )
     check_exit(p)
 
 
@@ -198,14 +217,16 @@ def test_python_e_exit_during_build_on_daemon_thread(ext_path, dataset, tmp_path
 # Node (@duckdb/node-api)
 # --------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def node():
     exe = shutil.which("node")
     if exe is None:
         pytest.fail("`node` is not on PATH (Node.js >= 20 is needed for test/node)", pytrace=False)
     if not (NODE_DIR / "node_modules" / "@duckdb" / "node-api" / "package.json").is_file():
-        pytest.fail(f"{NODE_DIR / 'node_modules'} is missing: run `make node-deps` (npm ci in test/node)",
-                    pytrace=False)
+        pytest.fail(
+            f"{NODE_DIR / 'node_modules'} is missing: run `make node-deps` (npm ci in test/node)", pytrace=False
+        )
     return exe
 
 
@@ -217,7 +238,7 @@ def run_node(node, step, *args) -> dict:
 
 @pytest.mark.parametrize("how", ["close", "noclose"])
 def test_node_a_load_only(node, ext_path, how):
-    assert FUNCTIONS <= set(run_node(node, "load_only", ext_path, ":memory:", how)["functions"])
+    assert set(run_node(node, "load_only", ext_path, ":memory:", how)["functions"]) >= FUNCTIONS
 
 
 def test_node_b_load_and_use(node, ext_path, dataset):
@@ -252,6 +273,7 @@ def test_node_e_process_exit_during_unawaited_build(node, ext_path, dataset, tmp
 # The duckdb 1.5.6 CLI (duckdb-cli wheel)
 # --------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def cli():
     if not CLI.is_file():
@@ -267,17 +289,22 @@ def run_cli(cli, script: str, *args) -> list:
 
 
 def cli_use_sql(ext_path, csv_path, companies) -> str:
-    sql = (f"LOAD {sql_literal(ext_path)};\n"
-           f"CREATE OR REPLACE TABLE src AS SELECT * FROM read_csv({sql_literal(csv_path)}, header = true, "
-           f"quote = '\"', escape = '\"', columns = {COLUMNS});\n"
-           "SELECT fct_rows, mart_rows, companies, days, CAST(total_revenue AS VARCHAR) AS t "
-           "FROM serving_build('src');\n")
+    sql = (
+        f"LOAD {sql_literal(ext_path)};\n"
+        f"CREATE OR REPLACE TABLE src AS SELECT * FROM read_csv({sql_literal(csv_path)}, header = true, "
+        f"quote = '\"', escape = '\"', columns = {COLUMNS});\n"
+        "SELECT fct_rows, mart_rows, companies, days, CAST(total_revenue AS VARCHAR) AS t "
+        "FROM serving_build('src');\n"
+    )
     return sql + cli_dash_sql(companies)
 
 
 def cli_dash_sql(companies) -> str:
-    return "".join(f"SELECT CAST(order_day AS VARCHAR) AS d, CAST(revenue AS VARCHAR) AS r "
-                   f"FROM serving_dashboard({sql_literal(c)});\n" for c in companies)
+    return "".join(
+        f"SELECT CAST(order_day AS VARCHAR) AS d, CAST(revenue AS VARCHAR) AS r "
+        f"FROM serving_dashboard({sql_literal(c)});\n"
+        for c in companies
+    )
 
 
 def cli_dashes(results) -> list:
@@ -289,9 +316,11 @@ def cli_summary(result) -> list:
     return [s["fct_rows"], s["mart_rows"], s["companies"], s["days"], s["t"]]
 
 
-CLI_STATE_SQL = ("SELECT count(*) AS n, CAST(sum(revenue::HUGEINT) AS VARCHAR) AS s FROM fct_orders;\n"
-                 "SELECT company AS c, CAST(order_day AS VARCHAR) AS d, CAST(revenue AS VARCHAR) AS r "
-                 "FROM mart_daily ORDER BY ALL;\n")
+CLI_STATE_SQL = (
+    "SELECT count(*) AS n, CAST(sum(revenue::HUGEINT) AS VARCHAR) AS s FROM fct_orders;\n"
+    "SELECT company AS c, CAST(order_day AS VARCHAR) AS d, CAST(revenue AS VARCHAR) AS r "
+    "FROM mart_daily ORDER BY ALL;\n"
+)
 
 
 def cli_mart(result) -> list:
@@ -300,21 +329,22 @@ def cli_mart(result) -> list:
 
 def test_cli_a_load_only(cli, ext_path):
     (names,) = run_cli(cli, f"LOAD {sql_literal(ext_path)};\n{FUNCTIONS_SQL};\n")
-    assert FUNCTIONS <= {r["f"] for r in names}
+    assert {r["f"] for r in names} >= FUNCTIONS
 
 
 def test_cli_b_load_and_use(cli, ext_path, dataset):
     rows, csv_path, per_company, _cells = dataset
     companies = sorted(per_company)
-    results = run_cli(cli, cli_use_sql(ext_path, csv_path, companies)
-                      + f"SELECT paimon_tier_ddl('lake.accounts') AS ddl;\n{FUNCTIONS_SQL};\n")
+    results = run_cli(
+        cli,
+        cli_use_sql(ext_path, csv_path, companies)
+        + f"SELECT paimon_tier_ddl('lake.accounts') AS ddl;\n{FUNCTIONS_SQL};\n",
+    )
     assert len(results) == 1 + len(companies) + 2
     check_summary(cli_summary(results[0]), rows)
     assert cli_dashes(results[1:-2]) == [dash_oracle(per_company)[c] for c in companies]
     assert squash(results[-2][0]["ddl"]) == DDL
-    assert FUNCTIONS <= {r["f"] for r in results[-1]}
-
-
+    assert {r["f"] for r in results[-1]} >= FUNCTIONS
 
 
 @pytest.mark.parametrize("gap_ms", REOPEN_GAPS)
@@ -326,21 +356,33 @@ def test_cli_c_close_and_reopen_with_dot_open(cli, ext_path, dataset, tmp_path, 
     companies = sorted(per_company)
     db = str(tmp_path / "c.duckdb")
     pause = f".shell sleep {gap_ms / 1000}\n" if gap_ms else ""
-    cycle = (".open :memory:\n" + pause + f".open {db}\n" + CLI_STATE_SQL + f"LOAD {sql_literal(ext_path)};\n"
-             + cli_dash_sql(companies) + "SELECT fct_rows FROM serving_build('src');\n")
-    results = run_cli(cli, f".open {db}\n" + cli_use_sql(ext_path, csv_path, companies) + cycle * CYCLES
-                      + "SELECT count(*) AS n FROM serving_reconcile();\n")
+    cycle = (
+        ".open :memory:\n"
+        + pause
+        + f".open {db}\n"
+        + CLI_STATE_SQL
+        + f"LOAD {sql_literal(ext_path)};\n"
+        + cli_dash_sql(companies)
+        + "SELECT fct_rows FROM serving_build('src');\n"
+    )
+    results = run_cli(
+        cli,
+        f".open {db}\n"
+        + cli_use_sql(ext_path, csv_path, companies)
+        + cycle * CYCLES
+        + "SELECT count(*) AS n FROM serving_reconcile();\n",
+    )
     n = len(companies)
     per_cycle = 2 + n + 1
     assert len(results) == 1 + n + CYCLES * per_cycle + 1, results[:3]
     check_summary(cli_summary(results[0]), rows)
     want = [dash_oracle(per_company)[c] for c in companies]
-    assert cli_dashes(results[1:1 + n]) == want
+    assert cli_dashes(results[1 : 1 + n]) == want
     for i in range(CYCLES):
-        got = results[1 + n + i * per_cycle:1 + n + (i + 1) * per_cycle]
+        got = results[1 + n + i * per_cycle : 1 + n + (i + 1) * per_cycle]
         assert got[0] == [{"n": len(rows), "s": str(sum(r for *_, r in rows))}], f"cycle {i + 1}"
         assert cli_mart(got[1]) == mart_oracle(cells), f"cycle {i + 1}: the reopened mart_daily"
-        assert cli_dashes(got[2:2 + n]) == want, f"cycle {i + 1}: dashboard after .open back and LOAD"
+        assert cli_dashes(got[2 : 2 + n]) == want, f"cycle {i + 1}: dashboard after .open back and LOAD"
         assert got[-1] == [{"fct_rows": len(rows)}], f"cycle {i + 1}: rebuild"
     assert results[-1] == [{"n": 0}]
 
@@ -352,8 +394,14 @@ def test_cli_d_exit_then_new_process(cli, ext_path, dataset, tmp_path):
     db = str(tmp_path / "d.duckdb")
     results = run_cli(cli, cli_use_sql(ext_path, csv_path, companies), db)
     check_summary(cli_summary(results[0]), rows)
-    results = run_cli(cli, CLI_STATE_SQL + f"LOAD {sql_literal(ext_path)};\n" + cli_dash_sql(companies)
-                      + "SELECT count(*) AS n FROM serving_reconcile();\n", db)
+    results = run_cli(
+        cli,
+        CLI_STATE_SQL
+        + f"LOAD {sql_literal(ext_path)};\n"
+        + cli_dash_sql(companies)
+        + "SELECT count(*) AS n FROM serving_reconcile();\n",
+        db,
+    )
     assert results[0] == [{"n": len(rows), "s": str(sum(r for *_, r in rows))}]
     assert cli_mart(results[1]) == mart_oracle(cells)
     assert cli_dashes(results[2:-1]) == [dash_oracle(per_company)[c] for c in companies]
@@ -371,8 +419,13 @@ def cli_binary() -> Path:
 def interrupt_cli(db: str, script: str) -> tuple[subprocess.Popen, str, str]:
     """Feeds the script to the CLI; once it printed the 'started' marker, waits 50 ms (into the
     statement after it), sends SIGINT and lets stdin end. Returns the finished process."""
-    proc = subprocess.Popen([str(cli_binary()), "-unsigned", "-json", db], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(cli_binary()), "-unsigned", "-json", db],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     watchdog = threading.Timer(TIMEOUT, proc.kill)
     watchdog.start()
     try:
@@ -393,14 +446,19 @@ def interrupt_cli(db: str, script: str) -> tuple[subprocess.Popen, str, str]:
     return proc, head + out, err
 
 
-BIG_SQL = ("CREATE TABLE big AS SELECT i AS order_id, 'b' || (i % 97) AS company, "
-           "DATE '2024-01-01' + CAST(i % 365 AS INTEGER) AS order_day, (i % 1000) - 300 AS revenue "
-           f"FROM range({BIG_ROWS}) t(i);\n")
+BIG_SQL = (
+    "CREATE TABLE big AS SELECT i AS order_id, 'b' || (i % 97) AS company, "
+    "DATE '2024-01-01' + CAST(i % 365 AS INTEGER) AS order_day, (i % 1000) - 300 AS revenue "
+    f"FROM range({BIG_ROWS}) t(i);\n"
+)
 
 
-@pytest.mark.xfail(strict=True, reason="known limitation (README): an interrupted serving_build runs to its end "
-                   "and commits; streamhouse runs its SQL on its own connection and the C API does not let a "
-                   "table function see its caller's interrupt")
+@pytest.mark.xfail(
+    strict=True,
+    reason="known limitation (README): an interrupted serving_build runs to its end "
+    "and commits; streamhouse runs its SQL on its own connection and the C API does not let a "
+    "table function see its caller's interrupt",
+)
 def test_cli_e_interrupt_during_build_then_exit(cli, ext_path, dataset, tmp_path):
     """The CLI runs one statement at a time, so it cannot exit while its own build runs; the
     nearest thing is Ctrl-C (SIGINT) during a serving_build and then the end of input. It must
@@ -412,9 +470,11 @@ def test_cli_e_interrupt_during_build_then_exit(cli, ext_path, dataset, tmp_path
 
     control_db = str(tmp_path / "control.duckdb")
     control, control_out, control_err = interrupt_cli(
-        control_db, BIG_SQL + "SELECT 'started' AS s;\n"
+        control_db,
+        BIG_SQL + "SELECT 'started' AS s;\n"
         "CREATE TABLE ctl AS SELECT company, order_day, sum(revenue) AS r FROM big, range(50) t(j) GROUP BY ALL;\n"
-        + after)
+        + after,
+    )
     assert control.returncode >= 0, f"control: plain CLI crashed, {describe(control.returncode)}: {control_err}"
     assert '"after"' not in control_out, "control: the SIGINT came too late to interrupt the statement"
     (tables,) = run_cli(cli, "SELECT table_name AS t FROM duckdb_tables() ORDER BY 1;\n", control_db)
@@ -422,18 +482,27 @@ def test_cli_e_interrupt_during_build_then_exit(cli, ext_path, dataset, tmp_path
 
     db = str(tmp_path / "e.duckdb")
     run_cli(cli, cli_use_sql(ext_path, csv_path, companies), db)
-    proc, out, err = interrupt_cli(db, f"LOAD {sql_literal(ext_path)};\n" + BIG_SQL + "SELECT 'started' AS s;\n"
-                                   "SELECT fct_rows FROM serving_build('big');\n" + after)
+    proc, out, err = interrupt_cli(
+        db,
+        f"LOAD {sql_literal(ext_path)};\n" + BIG_SQL + "SELECT 'started' AS s;\n"
+        "SELECT fct_rows FROM serving_build('big');\n" + after,
+    )
     assert proc.returncode >= 0, f"the CLI crashed, {describe(proc.returncode)}:\n{out}\n{err}"
     assert proc.returncode == control.returncode, (proc.returncode, out, err)
     assert '"after"' not in out, "the CLI went on after the interrupt"
-    results = run_cli(cli, "SELECT count(*) AS n FROM big;\n" + CLI_STATE_SQL
-                      + "SELECT source AS s FROM serving_meta;\n"
-                      + f"LOAD {sql_literal(ext_path)};\nSELECT count(*) AS n FROM serving_reconcile();\n", db)
+    results = run_cli(
+        cli,
+        "SELECT count(*) AS n FROM big;\n"
+        + CLI_STATE_SQL
+        + "SELECT source AS s FROM serving_meta;\n"
+        + f"LOAD {sql_literal(ext_path)};\nSELECT count(*) AS n FROM serving_reconcile();\n",
+        db,
+    )
     assert results[0] == [{"n": BIG_ROWS}], "the table committed before the interrupt is missing or short"
     assert results[-1] == [{"n": 0}], "the serving layer after the interrupt is not exact"
     assert results[-2] == [{"s": "src"}], (
         "the interrupted serving_build('big') was committed anyway, although the CLI reported the statement "
-        f"as interrupted (exit code {proc.returncode}, the next statement did not run)")
+        f"as interrupted (exit code {proc.returncode}, the next statement did not run)"
+    )
     assert results[1] == [{"n": len(rows), "s": str(sum(r for *_, r in rows))}]
     assert cli_mart(results[2]) == mart_oracle(cells)

@@ -18,6 +18,7 @@ Every answer is compared with an independent oracle: pure-Python sums over the g
 - serving_status must not wait for a build while serving_follow replaces a follower (fails
   at the time of writing: test/repro/repro_status_waits_for_follow_replace.py).
 """
+
 from __future__ import annotations
 
 import datetime
@@ -34,7 +35,6 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from conftest import connect
 from lake_util import Warehouse, canon, oracle_deduplicate, oracle_partial_update
 
@@ -43,15 +43,22 @@ BASE_DAY = datetime.date(2024, 1, 1)
 EPOCH = datetime.date(1970, 1, 1)
 DAYS = 60
 
-ORDERS = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
-                    ("order_day", pa.date32()), ("revenue", pa.int64())])
-ORDERS_OP = pa.schema(list(ORDERS) + [pa.field("op", pa.string())])
+ORDERS = pa.schema(
+    [
+        pa.field("order_id", pa.int64(), nullable=False),
+        ("company", pa.string()),
+        ("order_day", pa.date32()),
+        ("revenue", pa.int64()),
+    ]
+)
+ORDERS_OP = pa.schema([*ORDERS, pa.field("op", pa.string())])
 
 
 # --------------------------------------------------------------------------------------------
 # Datasets A / B for the concurrency tests (numpy only to generate quickly; the oracle below
 # is plain Python over the same values)
 # --------------------------------------------------------------------------------------------
+
 
 class Dataset:
     """order_id -> (company index, day index, revenue), as parallel numpy arrays."""
@@ -76,7 +83,7 @@ class Dataset:
     def oracle(self):
         """(per-company dashboard, fct rows, mart rows) by plain Python sums."""
         cells: dict = defaultdict(int)
-        for c, d, r in zip(self.comp.tolist(), self.day.tolist(), self.rev.tolist()):
+        for c, d, r in zip(self.comp.tolist(), self.day.tolist(), self.rev.tolist(), strict=True):
             cells[(COMPANIES[c], BASE_DAY + datetime.timedelta(days=d))] += r
         per: dict = defaultdict(list)
         for (c, d), r in cells.items():
@@ -92,33 +99,47 @@ def make_datasets(seed: int, n: int):
     ids = rng.choice(np.arange(1, 8 * n, dtype=np.int64), size=n, replace=False)
     comp = rng.integers(0, len(COMPANIES), n)
     day = rng.integers(0, DAYS, n)
-    rev = rng.integers(-10**6, 10**9, n)
+    rev = rng.integers(-(10**6), 10**9, n)
     a = Dataset(ids, comp, day, rev)
 
     perm = rng.permutation(n)
     k = n // 20
-    corr, movc, movd, dele = perm[:3 * k], perm[3 * k:5 * k], perm[5 * k:6 * k], perm[6 * k:7 * k]
+    corr, movc, movd, dele = perm[: 3 * k], perm[3 * k : 5 * k], perm[5 * k : 6 * k], perm[6 * k : 7 * k]
     b_comp, b_day, b_rev = comp.copy(), day.copy(), rev.copy()
-    b_rev[corr] = rng.integers(-10**6, 10**9, len(corr))
+    b_rev[corr] = rng.integers(-(10**6), 10**9, len(corr))
     b_comp[movc] = (comp[movc] + rng.integers(1, len(COMPANIES), len(movc))) % len(COMPANIES)
     b_day[movd] = (day[movd] + rng.integers(1, DAYS, len(movd))) % DAYS
     keep = np.ones(n, bool)
     keep[dele] = False
     m = k // 2  # new orders, some on days A never had (so the two differ in size too)
     new_ids = np.arange(8 * n, 8 * n + m, dtype=np.int64)
-    new_comp, new_day, new_rev = rng.integers(0, len(COMPANIES), m), rng.integers(0, DAYS + 5, m), rng.integers(-10**6, 10**9, m)
-    b = Dataset(np.concatenate([ids[keep], new_ids]), np.concatenate([b_comp[keep], new_comp]),
-                np.concatenate([b_day[keep], new_day]), np.concatenate([b_rev[keep], new_rev]))
+    new_comp, new_day, new_rev = (
+        rng.integers(0, len(COMPANIES), m),
+        rng.integers(0, DAYS + 5, m),
+        rng.integers(-(10**6), 10**9, m),
+    )
+    b = Dataset(
+        np.concatenate([ids[keep], new_ids]),
+        np.concatenate([b_comp[keep], new_comp]),
+        np.concatenate([b_day[keep], new_day]),
+        np.concatenate([b_rev[keep], new_rev]),
+    )
 
     changed = np.concatenate([corr, movc, movd])
     zk, zm = np.zeros(k, np.int64), np.zeros(m, np.int64)
-    ab = Dataset(np.concatenate([ids[changed], new_ids, ids[dele]]),
-                 np.concatenate([b_comp[changed], new_comp, zk]), np.concatenate([b_day[changed], new_day, zk]),
-                 np.concatenate([b_rev[changed], new_rev, zk]))
+    ab = Dataset(
+        np.concatenate([ids[changed], new_ids, ids[dele]]),
+        np.concatenate([b_comp[changed], new_comp, zk]),
+        np.concatenate([b_day[changed], new_day, zk]),
+        np.concatenate([b_rev[changed], new_rev, zk]),
+    )
     ab_deleted = np.concatenate([np.zeros(len(changed) + m, bool), np.ones(k, bool)])
-    ba = Dataset(np.concatenate([ids[changed], ids[dele], new_ids]),
-                 np.concatenate([comp[changed], comp[dele], zm]), np.concatenate([day[changed], day[dele], zm]),
-                 np.concatenate([rev[changed], rev[dele], zm]))
+    ba = Dataset(
+        np.concatenate([ids[changed], ids[dele], new_ids]),
+        np.concatenate([comp[changed], comp[dele], zm]),
+        np.concatenate([day[changed], day[dele], zm]),
+        np.concatenate([rev[changed], rev[dele], zm]),
+    )
     ba_deleted = np.concatenate([np.zeros(len(changed) + k, bool), np.ones(m, bool)])
     sizes = {"changed": len(changed), "new": m, "deleted": k}
     return a, b, (ab, ab_deleted), (ba, ba_deleted), sizes
@@ -158,16 +179,18 @@ def status_dict(con) -> dict:
     names = [d[0] for d in cur.description]
     rows = cur.fetchall()
     assert len(rows) == 1, rows
-    return dict(zip(names, rows[0]))
+    return dict(zip(names, rows[0], strict=True))
 
 
 def served_state(con, oracles: dict) -> str | None:
     """Which oracle ('A'/'B') every company's dashboard AND olap matches, or None."""
     for name, (dash, n_fct, n_mart) in oracles.items():
-        if all(con.execute("SELECT * FROM serving_dashboard(?)", [c]).fetchall() == dash[c] for c in COMPANIES) and \
-                all(con.execute("SELECT * FROM serving_olap(?)", [c]).fetchall() == dash[c] for c in COMPANIES) and \
-                con.execute("SELECT count(*) FROM fct_orders").fetchone()[0] == n_fct and \
-                con.execute("SELECT count(*) FROM mart_daily").fetchone()[0] == n_mart:
+        if (
+            all(con.execute("SELECT * FROM serving_dashboard(?)", [c]).fetchall() == dash[c] for c in COMPANIES)
+            and all(con.execute("SELECT * FROM serving_olap(?)", [c]).fetchall() == dash[c] for c in COMPANIES)
+            and con.execute("SELECT count(*) FROM fct_orders").fetchone()[0] == n_fct
+            and con.execute("SELECT count(*) FROM mart_daily").fetchone()[0] == n_mart
+        ):
             return name
     return None
 
@@ -178,8 +201,20 @@ def served_state(con, oracles: dict) -> str | None:
 
 # Each writer op and the state it leaves: a build of a/b serves A/B; the change set ab applied
 # to A or to B gives B (it carries the latest rows of every key that differs), ba gives A.
-WRITER_OPS = ["refresh ab", "refresh ba", "build b", "refresh ba", "build a", "refresh ab",
-              "build a", "build b", "refresh ab", "refresh ba", "build b", "build a"]
+WRITER_OPS = [
+    "refresh ab",
+    "refresh ba",
+    "build b",
+    "refresh ba",
+    "build a",
+    "refresh ab",
+    "build a",
+    "build b",
+    "refresh ab",
+    "refresh ba",
+    "build b",
+    "build a",
+]
 STATE_OF = {"a": "A", "b": "B", "ab": "B", "ba": "A"}
 
 
@@ -215,8 +250,20 @@ def test_readers_never_wait_for_writers_and_see_a_or_b(ab_data):
             while not stop.is_set():
                 i += 1
                 company = COMPANIES[i % len(COMPANIES)]
-                kind = ("dashboard", "olap", "dashboard", "status", "dashboard", "explain", "dashboard", "reconcile",
-                        "dashboard", "olap", "dashboard", "status")[i % 12]
+                kind = (
+                    "dashboard",
+                    "olap",
+                    "dashboard",
+                    "status",
+                    "dashboard",
+                    "explain",
+                    "dashboard",
+                    "reconcile",
+                    "dashboard",
+                    "olap",
+                    "dashboard",
+                    "status",
+                )[i % 12]
                 t0 = time.perf_counter()
                 try:
                     if kind == "dashboard":
@@ -229,7 +276,7 @@ def test_readers_never_wait_for_writers_and_see_a_or_b(ab_data):
                         got = cur.execute("SELECT explain_value FROM serving_explain(?)", [company]).fetchall()
                     else:
                         got = cur.execute("SELECT * FROM serving_reconcile()").fetchall()
-                except Exception as e:  # noqa: BLE001 - any error during reads is a failure
+                except Exception as e:  # any error during reads is a failure
                     with lock:
                         errors.append(f"{kind}({company!r}) raised {type(e).__name__}: {e}")
                     continue
@@ -264,8 +311,11 @@ def test_readers_never_wait_for_writers_and_see_a_or_b(ab_data):
                 if verb == "build":
                     got = cur.execute("SELECT fct_rows, mart_rows FROM serving_build(?)", [source]).fetchone()
                 else:
-                    got = cur.execute("SELECT inserted, updated, deleted, ignored_deletes, fct_rows, mart_rows "
-                                      "FROM serving_refresh(?)", [source]).fetchone()
+                    got = cur.execute(
+                        "SELECT inserted, updated, deleted, ignored_deletes, fct_rows, mart_rows "
+                        "FROM serving_refresh(?)",
+                        [source],
+                    ).fetchone()
                 t1 = time.perf_counter()
                 new_state = STATE_OF[source]
                 _, n_fct, n_mart = oracles[new_state]
@@ -280,7 +330,7 @@ def test_readers_never_wait_for_writers_and_see_a_or_b(ab_data):
                 ops.append((op, t0, t1))
                 state = new_state
                 time.sleep(0.02)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             errors.append(f"writer {op!r} failed: {type(e).__name__}: {e}")
         finally:
             cur.close()
@@ -306,8 +356,10 @@ def test_readers_never_wait_for_writers_and_see_a_or_b(ab_data):
     inside = [sum(1 for _k, s, e in calls if b0 <= s and e <= b1) for b0, b1 in builds]
     build_durations = sorted(b1 - b0 for b0, b1 in builds)
     dash_lat = sorted(e - s for k, s, e in calls if k == "dashboard")
-    stats = (f"builds {[round(d, 3) for d in build_durations]} s; reads inside each build {inside}; "
-             f"dashboards {len(dash_lat)}, median {dash_lat[len(dash_lat) // 2]:.4f} s, max {dash_lat[-1]:.4f} s")
+    stats = (
+        f"builds {[round(d, 3) for d in build_durations]} s; reads inside each build {inside}; "
+        f"dashboards {len(dash_lat)}, median {dash_lat[len(dash_lat) // 2]:.4f} s, max {dash_lat[-1]:.4f} s"
+    )
     print(stats)
     assert sum(inside) >= 3 * len(builds), f"few reads completed during builds: {stats}"
     assert sum(1 for n in inside if n >= 2) >= len(builds) // 2, f"reads blocked during builds: {stats}"
@@ -329,31 +381,37 @@ def test_readers_never_wait_for_writers_and_see_a_or_b(ab_data):
 # 2. Writers serialize
 # --------------------------------------------------------------------------------------------
 
+
 @pytest.mark.timeout(120)
 def test_concurrent_writers_serialize_and_the_last_one_wins(ab_data):
     con = connect()
     load_ab(con, ab_data)
     oracles = ab_data["oracle"]
     con.execute("SELECT * FROM serving_build('a')").fetchall()
-    pairs = [("build a", "build b"), ("build b", "build a"), ("build a", "refresh ab"), ("refresh ba", "build b"),
-             ("build b", "refresh ba")]
+    pairs = [
+        ("build a", "build b"),
+        ("build b", "build a"),
+        ("build a", "refresh ab"),
+        ("refresh ba", "build b"),
+        ("build b", "refresh ba"),
+    ]
     for pair in pairs:
         barrier = threading.Barrier(2)
         results: dict = {}
 
-        def run(op: str) -> None:
+        def run(op: str, barrier: threading.Barrier, results: dict) -> None:
             cur = con.cursor()
             verb, source = op.split()
             try:
                 barrier.wait(10)
                 got = cur.execute(f"SELECT fct_rows, mart_rows FROM serving_{verb}(?)", [source]).fetchone()
                 results[op] = ("ok", time.perf_counter(), got)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 results[op] = ("error", time.perf_counter(), f"{type(e).__name__}: {e}")
             finally:
                 cur.close()
 
-        threads = [threading.Thread(target=run, args=(op,), daemon=True) for op in pair]
+        threads = [threading.Thread(target=run, args=(op, barrier, results), daemon=True) for op in pair]
         for t in threads:
             t.start()
         for t in threads:
@@ -377,6 +435,7 @@ def test_concurrent_writers_serialize_and_the_last_one_wins(ab_data):
 # --------------------------------------------------------------------------------------------
 # Following a Paimon table
 # --------------------------------------------------------------------------------------------
+
 
 def lake_source(wh: Warehouse, name: str) -> str:
     return "paimon:" + wh.path(name)
@@ -402,10 +461,12 @@ FCT_COLUMNS = ["order_id", "company", "order_day", "revenue"]
 
 def assert_serves(con, merged: list, what: str = "") -> None:
     """fct_orders, mart_daily and every dashboard equal the merged rows' oracle."""
-    assert con.execute("SELECT order_id, company, order_day, revenue FROM fct_orders ORDER BY ALL").fetchall() == \
-        canon(merged, FCT_COLUMNS), f"{what}: fct_orders"
-    assert con.execute("SELECT company, order_day, revenue FROM mart_daily ORDER BY ALL").fetchall() == mart_of(merged), \
-        f"{what}: mart_daily"
+    assert con.execute("SELECT order_id, company, order_day, revenue FROM fct_orders ORDER BY ALL").fetchall() == canon(
+        merged, FCT_COLUMNS
+    ), f"{what}: fct_orders"
+    assert con.execute("SELECT company, order_day, revenue FROM mart_daily ORDER BY ALL").fetchall() == mart_of(
+        merged
+    ), f"{what}: mart_daily"
     want = dashboards_of(merged)
     for c in COMPANIES:
         assert con.execute("SELECT * FROM serving_dashboard(?)", [c]).fetchall() == want[c], f"{what}: dashboard {c!r}"
@@ -438,8 +499,12 @@ def random_lake_commits(rng: random.Random, engine: str, n_commits: int, first: 
     pu = engine == "partial-update"
 
     def full(oid, op="+I"):
-        row = {"order_id": oid, "company": rng.choice(COMPANIES), "order_day": day(rng.randrange(12)),
-               "revenue": rng.randint(-500, 5000)}
+        row = {
+            "order_id": oid,
+            "company": rng.choice(COMPANIES),
+            "order_day": day(rng.randrange(12)),
+            "revenue": rng.randint(-500, 5000),
+        }
         if not pu:
             row["op"] = op
         live[oid] = row
@@ -454,8 +519,9 @@ def random_lake_commits(rng: random.Random, engine: str, n_commits: int, first: 
     for _ in range(n_commits):
         rows, used = [], set()
         for _ in range(rng.randint(1, 40)):
-            op = rng.choice(["insert", "correct", "correct", "move_company", "move_day", "zero", "delete",
-                             "reinsert", "ghost"])
+            op = rng.choice(
+                ["insert", "correct", "correct", "move_company", "move_day", "zero", "delete", "reinsert", "ghost"]
+            )
             cand = [k for k in live if k not in used]
             if op in ("correct", "move_company", "move_day", "zero", "delete") and cand:
                 oid = rng.choice(cand)
@@ -464,16 +530,25 @@ def random_lake_commits(rng: random.Random, engine: str, n_commits: int, first: 
                     if pu:
                         continue  # pypaimon cannot write -D rows into a partial-update table
                     keep_values = rng.random() < 0.5
-                    rows.append({"order_id": oid, "company": cur["company"] if keep_values else None,
-                                 "order_day": cur["order_day"] if keep_values else None,
-                                 "revenue": cur["revenue"] if keep_values else None, "op": "-D"})
+                    rows.append(
+                        {
+                            "order_id": oid,
+                            "company": cur["company"] if keep_values else None,
+                            "order_day": cur["order_day"] if keep_values else None,
+                            "revenue": cur["revenue"] if keep_values else None,
+                            "op": "-D",
+                        }
+                    )
                     del live[oid]
                     deleted.append(oid)
                     used.add(oid)
                     continue
-                change = {"correct": {"revenue": rng.randint(-500, 5000)}, "zero": {"revenue": 0},
-                          "move_company": {"company": rng.choice(COMPANIES)},
-                          "move_day": {"order_day": day(rng.randrange(14))}}[op]
+                change = {
+                    "correct": {"revenue": rng.randint(-500, 5000)},
+                    "zero": {"revenue": 0},
+                    "move_company": {"company": rng.choice(COMPANIES)},
+                    "move_day": {"order_day": day(rng.randrange(14))},
+                }[op]
                 cur.update(change)
                 live[oid] = cur
                 if pu:  # only the changed column; NULL never overwrites
@@ -510,8 +585,12 @@ def merged_after(engine: str, commits: list) -> list:
 def create_orders(wh: Warehouse, name: str, engine: str):
     if engine == "partial-update":
         return wh.create(name, ORDERS, ["order_id"], {"bucket": "2", "merge-engine": "partial-update"})
-    return wh.create(name, ORDERS_OP, ["order_id"], {"bucket": "2", "merge-engine": "deduplicate",
-                                                     "changelog-producer": "input", "rowkind.field": "op"})
+    return wh.create(
+        name,
+        ORDERS_OP,
+        ["order_id"],
+        {"bucket": "2", "merge-engine": "deduplicate", "changelog-producer": "input", "rowkind.field": "op"},
+    )
 
 
 @pytest.mark.timeout(90)
@@ -532,7 +611,10 @@ def test_follow_random_commits_converges_to_pypaimon(tmp_path, engine, seed):
     source = lake_source(wh, "orders")
     t.commit(commits[0])
     con = connect()
-    assert con.execute("SELECT fct_rows, lake_snapshot FROM serving_build(?)", [source]).fetchone() == (size_at[1][0], 1)
+    assert con.execute("SELECT fct_rows, lake_snapshot FROM serving_build(?)", [source]).fetchone() == (
+        size_at[1][0],
+        1,
+    )
     got = con.execute("SELECT * FROM serving_follow(?, every := INTERVAL '50 ms')", [source]).fetchall()
     assert got == [(source, 50, None)]
 
@@ -562,15 +644,20 @@ def test_follow_random_commits_converges_to_pypaimon(tmp_path, engine, seed):
                         snap = s["lake_snapshot"]
                         if snap < floor:
                             errors.append(f"status went back from snapshot {floor} to {snap}")
-                        elif not (snap <= s["lake_latest_snapshot"] <= upper) or \
-                                s["lag_snapshots"] != s["lake_latest_snapshot"] - snap or \
-                                (s["lag_snapshots"] == 0) != (s["lag_ms"] == 0) or s["lag_ms"] < 0:
+                        elif (
+                            not (snap <= s["lake_latest_snapshot"] <= upper)
+                            or s["lag_snapshots"] != s["lake_latest_snapshot"] - snap
+                            or (s["lag_snapshots"] == 0) != (s["lag_ms"] == 0)
+                            or s["lag_ms"] < 0
+                        ):
                             errors.append(f"lag columns: {s} (at most {upper} snapshots committed)")
                         elif s["last_reconcile_clean"] is False:
                             errors.append(f"a reconcile was recorded as unclean: {s}")
                         elif (s["fct_rows"], s["mart_rows"]) != size_at[snap]:
-                            errors.append(f"status at snapshot {snap} has {(s['fct_rows'], s['mart_rows'])}, "
-                                          f"that snapshot has {size_at[snap]}")
+                            errors.append(
+                                f"status at snapshot {snap} has {(s['fct_rows'], s['mart_rows'])}, "
+                                f"that snapshot has {size_at[snap]}"
+                            )
                         elif s["following"] != source or s["last_error"] is not None:
                             errors.append(f"follower state: {s}")
                         floor = max(floor, snap)
@@ -579,7 +666,7 @@ def test_follow_random_commits_converges_to_pypaimon(tmp_path, engine, seed):
                     company = COMPANIES[i % len(COMPANIES)]
                     fn = "serving_dashboard" if i % 3 == 1 else "serving_olap"
                     got = cur.execute(f"SELECT * FROM {fn}(?)", [company]).fetchall()
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:
                     errors.append(f"read raised {type(e).__name__}: {e}")
                     continue
                 reads[0] += 1
@@ -608,8 +695,10 @@ def test_follow_random_commits_converges_to_pypaimon(tmp_path, engine, seed):
     assert not any(r.is_alive() for r in readers), "a reader hung"
     assert not errors, f"{len(errors)} bad reads while following, e.g. {errors[:5]}"
     assert len(set(seen_snapshots)) >= 2, f"readers saw only snapshots {sorted(set(seen_snapshots))}"
-    print(f"{engine}: {len(commits)} commits, readers saw snapshots {sorted(set(seen_snapshots))} "
-          f"in {len(seen_snapshots)} status reads, {reads[0]} dashboard/olap reads")
+    print(
+        f"{engine}: {len(commits)} commits, readers saw snapshots {sorted(set(seen_snapshots))} "
+        f"in {len(seen_snapshots)} status reads, {reads[0]} dashboard/olap reads"
+    )
 
     s = status_dict(con)
     assert (s["lake_snapshot"], s["lake_latest_snapshot"], s["lag_snapshots"], s["lag_ms"]) == (latest, latest, 0, 0)
@@ -634,7 +723,9 @@ def test_follow_bad_commit_sets_last_error_then_catches_up(tmp_path):
     wh = Warehouse(tmp_path / "wh")
     t = create_orders(wh, "orders", "partial-update")
     source = lake_source(wh, "orders")
-    t.commit([{"order_id": i, "company": COMPANIES[i % 3], "order_day": day(i % 4), "revenue": 10 * i} for i in range(1, 40)])
+    t.commit(
+        [{"order_id": i, "company": COMPANIES[i % 3], "order_day": day(i % 4), "revenue": 10 * i} for i in range(1, 40)]
+    )
     con = connect()
     con.execute("SELECT * FROM serving_build(?)", [source]).fetchall()
     before = merged_after("partial-update", t.commits)
@@ -643,8 +734,12 @@ def test_follow_bad_commit_sets_last_error_then_catches_up(tmp_path):
 
     # a new order arrives without its company (and a correction of another order with it)
     before_commit = time.time()
-    t.commit([{"order_id": 777, "company": None, "order_day": day(2), "revenue": 5},
-              {"order_id": 3, "company": None, "order_day": None, "revenue": 12345}])
+    t.commit(
+        [
+            {"order_id": 777, "company": None, "order_day": day(2), "revenue": 5},
+            {"order_id": 3, "company": None, "order_day": None, "revenue": 12345},
+        ]
+    )
     after_commit = time.time()
     wait_for(lambda: status_dict(con)["last_error"], 20, "last_error")
     time.sleep(0.2)
@@ -652,11 +747,14 @@ def test_follow_bad_commit_sets_last_error_then_catches_up(tmp_path):
     s = status_dict(con)
     answered = time.time()
     # lag_ms is the age of snapshot 2 (the oldest not applied), committed between the two times
-    assert (asked - after_commit) * 1000 - 50 <= s["lag_ms"] <= (answered - before_commit) * 1000 + 50, \
-        (s["lag_ms"], asked - after_commit, answered - before_commit)
+    assert (asked - after_commit) * 1000 - 50 <= s["lag_ms"] <= (answered - before_commit) * 1000 + 50, (
+        s["lag_ms"],
+        asked - after_commit,
+        answered - before_commit,
+    )
     assert "order_id 777" in s["last_error"] and "company is NULL" in s["last_error"], s["last_error"]
     assert s["last_error_at"] is not None
-    assert abs((s["last_error_at"] - datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)).total_seconds()) < 60
+    assert abs((s["last_error_at"] - datetime.datetime.now(datetime.UTC).replace(tzinfo=None)).total_seconds()) < 60
     assert (s["lake_snapshot"], s["lake_latest_snapshot"], s["lag_snapshots"]) == (1, 2, 1)
     assert s["following"] == source
     assert_serves(con, before, "after the bad commit")  # nothing of it applied, not even order 3
@@ -671,8 +769,11 @@ def test_follow_bad_commit_sets_last_error_then_catches_up(tmp_path):
 
     # the upstream fixes order 777: everything is applied, in one go
     t.commit([{"order_id": 777, "company": "globex", "order_day": None, "revenue": None}])
-    s = wait_for(lambda: (lambda s: s if s["lake_snapshot"] == 4 else None)(status_dict(con)), 40,
-                 "the follower to catch up after the fix (backoff is capped at 30 s)")
+    s = wait_for(
+        lambda: (lambda s: s if s["lake_snapshot"] == 4 else None)(status_dict(con)),
+        40,
+        "the follower to catch up after the fix (backoff is capped at 30 s)",
+    )
     assert (s["lake_latest_snapshot"], s["lag_snapshots"], s["lag_ms"]) == (4, 0, 0)
     after = merged_after("partial-update", t.commits)
     assert any(r["order_id"] == 777 and r["company"] == "globex" for r in after)
@@ -689,7 +790,9 @@ def test_two_databases_follow_two_tables(tmp_path):
     wh = Warehouse(tmp_path / "wh")
     engines = {"one": "partial-update", "two": "deduplicate"}
     tables = {n: create_orders(wh, n, e) for n, e in engines.items()}
-    plans = {n: random_lake_commits(random.Random(40 + i), e, 10, first=150) for i, (n, e) in enumerate(engines.items())}
+    plans = {
+        n: random_lake_commits(random.Random(40 + i), e, 10, first=150) for i, (n, e) in enumerate(engines.items())
+    }
     cons = {"one": connect(), "two": connect(str(tmp_path / "two.duckdb"))}
     for n, t in tables.items():
         t.commit(plans[n][0])
@@ -702,7 +805,9 @@ def test_two_databases_follow_two_tables(tmp_path):
         time.sleep(0.02)
     for n, t in tables.items():
         latest = len(t.commits)
-        wait_for(lambda: status_dict(cons[n])["lake_snapshot"] == latest, 30, f"database {n} to catch up")
+        wait_for(
+            lambda n=n, latest=latest: status_dict(cons[n])["lake_snapshot"] == latest, 30, f"database {n} to catch up"
+        )
         s = status_dict(cons[n])
         assert (s["following"], s["lag_snapshots"], s["last_error"]) == (lake_source(wh, n), 0, None)
         theirs = [{c: r[c] for c in FCT_COLUMNS} for r in t.read()]
@@ -712,8 +817,17 @@ def test_two_databases_follow_two_tables(tmp_path):
     # Unfollowing one database leaves the other following.
     assert cons["one"].execute("SELECT followed FROM serving_unfollow()").fetchone()[0] == lake_source(wh, "one")
     for n, t in tables.items():
-        t.commit([{"order_id": 5_000_000, "company": "acme", "order_day": day(3), "revenue": 42,
-                   **({"op": "+I"} if engines[n] == "deduplicate" else {})}])
+        t.commit(
+            [
+                {
+                    "order_id": 5_000_000,
+                    "company": "acme",
+                    "order_day": day(3),
+                    "revenue": 42,
+                    **({"op": "+I"} if engines[n] == "deduplicate" else {}),
+                }
+            ]
+        )
     two_latest = len(tables["two"].commits)
     wait_for(lambda: status_dict(cons["two"])["lake_snapshot"] == two_latest, 30, "database two to apply")
     time.sleep(0.3)
@@ -773,8 +887,8 @@ def snap(c):
 
 wh = Warehouse(root)
 t = wh.create("orders", ORDERS, ["order_id"], {"bucket": "1", "merge-engine": "partial-update"})
-t.commit([{"order_id": i, "company": ["acme", "globex", "O'Reilly"][i % 3], "order_day": D + datetime.timedelta(days=i % 5),
-           "revenue": i} for i in range(1, 5001)])
+t.commit([{"order_id": i, "company": ["acme", "globex", "O'Reilly"][i % 3],
+           "order_day": D + datetime.timedelta(days=i % 5), "revenue": i} for i in range(1, 5001)])
 src = "paimon:" + wh.path("orders")
 
 # (a) an in-memory database closed while following: its follower thread ends
@@ -829,7 +943,8 @@ s = c.execute("SELECT following, follow_every_ms, lake_snapshot FROM serving_sta
 out["reopened_status"] = list(s)
 t.commit([{"order_id": 70000, "company": "acme", "order_day": D, "revenue": 11}])
 time.sleep(0.5)
-out["after_commit"] = list(c.execute("SELECT following, lake_snapshot, lake_latest_snapshot, lag_snapshots FROM serving_status()").fetchone())
+out["after_commit"] = list(c.execute(
+    "SELECT following, lake_snapshot, lake_latest_snapshot, lag_snapshots FROM serving_status()").fetchone())
 out["refollow"] = list(c.execute("SELECT * FROM serving_follow(?, every := INTERVAL '50 ms')", [src]).fetchone())
 out["refollow_caught_up"] = wait(lambda: snap(c) == 4, 20)
 out["reconcile"] = c.execute("SELECT count(*) FROM serving_reconcile()").fetchone()[0]
@@ -852,14 +967,18 @@ print("RESULT " + json.dumps(out))
 def test_close_while_following_releases_the_file_and_does_not_resume(ext_path, tmp_path):
     db = tmp_path / "live.duckdb"
     try:
-        p = subprocess.run([sys.executable, "-c", CLOSE_SCRIPT, ext_path, str(tmp_path / "wh"), str(db),
-                            str(Path(__file__).parent)], capture_output=True, text=True, timeout=100)
+        p = subprocess.run(
+            [sys.executable, "-c", CLOSE_SCRIPT, ext_path, str(tmp_path / "wh"), str(db), str(Path(__file__).parent)],
+            capture_output=True,
+            text=True,
+            timeout=100,
+        )
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"closing while following hung (stdout={e.stdout!r}, stderr={e.stderr!r})")
     assert p.returncode == 0, f"rc={p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
     assert len(lines) == 1, p.stdout + p.stderr
-    out = json.loads(lines[0][len("RESULT "):])
+    out = json.loads(lines[0][len("RESULT ") :])
     marts = {int(k): [tuple(r) for r in v] for k, v in out["oracle_marts"].items()}
 
     assert out["threads_while_following"] == 1
@@ -885,7 +1004,9 @@ def test_close_while_following_releases_the_file_and_does_not_resume(ext_path, t
     con = duckdb.connect(str(db), read_only=True)  # and this process can open it too
     try:
         assert con.execute("SELECT lake_snapshot FROM serving_meta").fetchone()[0] == 4
-        got = con.execute("SELECT company, order_day::VARCHAR, revenue::VARCHAR FROM mart_daily ORDER BY ALL").fetchall()
+        got = con.execute(
+            "SELECT company, order_day::VARCHAR, revenue::VARCHAR FROM mart_daily ORDER BY ALL"
+        ).fetchall()
         assert got == marts[4]
     finally:
         con.close()
@@ -894,6 +1015,7 @@ def test_close_while_following_releases_the_file_and_does_not_resume(ext_path, t
 # --------------------------------------------------------------------------------------------
 # 7. serving_follow refusals, replacing a follower, and a build underneath a follower
 # --------------------------------------------------------------------------------------------
+
 
 @pytest.mark.timeout(60)
 def test_follow_refusals_and_replacing(tmp_path):
@@ -918,7 +1040,10 @@ def test_follow_refusals_and_replacing(tmp_path):
     refused(follow, [src], "serving_follow", "run serving_build(source) first")  # nothing built yet
     assert con.execute("SELECT * FROM serving_unfollow()").fetchall() == [(None, None, 0, None)]
 
-    con.execute("CREATE TABLE src AS SELECT * FROM (VALUES (1, 'acme', DATE '2026-01-01', 5)) v(order_id, company, order_day, revenue)")
+    con.execute(
+        "CREATE TABLE src AS SELECT * FROM (VALUES (1, 'acme', DATE '2026-01-01', 5)) "
+        "v(order_id, company, order_day, revenue)"
+    )
     con.execute("SELECT * FROM serving_build('src')").fetchall()
     # not a Paimon table at all
     for bad in ["src", "main.src", str(tmp_path / "x.parquet"), "", "paimon:" + str(plain)]:
@@ -943,13 +1068,23 @@ def test_follow_refusals_and_replacing(tmp_path):
     s = status_dict(con)
     assert (s["following"], s["follow_every_ms"]) == (src, 100)
     # replacing: the old source comes back in `replaced`
-    assert con.execute("SELECT * FROM serving_follow(?, every := INTERVAL '30 ms')", [src]).fetchall() == [(src, 30, src)]
+    assert con.execute("SELECT * FROM serving_follow(?, every := INTERVAL '30 ms')", [src]).fetchall() == [
+        (src, 30, src)
+    ]
     dir_form = wh.path("orders")  # a directory with schema/ is a Paimon source too
     assert con.execute("SELECT * FROM serving_follow(?)", [dir_form]).fetchall() == [(dir_form, 1000, src)]
     assert con.execute(follow, [src]).fetchall() == [(src, 100, dir_form)]
     s = status_dict(con)
-    assert (s["following"], s["follow_every_ms"], s["lake_snapshot"], s["lake_latest_snapshot"], s["lag_snapshots"],
-            s["lag_ms"], s["last_error"], s["last_error_at"]) == (src, 100, 1, 1, 0, 0, None, None)
+    assert (
+        s["following"],
+        s["follow_every_ms"],
+        s["lake_snapshot"],
+        s["lake_latest_snapshot"],
+        s["lag_snapshots"],
+        s["lag_ms"],
+        s["last_error"],
+        s["last_error_at"],
+    ) == (src, 100, 1, 1, 0, 0, None, None)
 
     # a rebuild from the same table underneath the follower: it keeps following
     con.execute("SELECT * FROM serving_build(?)", [src]).fetchall()
@@ -964,8 +1099,11 @@ def test_follow_refusals_and_replacing(tmp_path):
     s = wait_for(lambda: (lambda s: s if s["last_error"] else None)(status_dict(con)), 20, "the follower to report")
     assert "not from a Paimon table" in s["last_error"], s["last_error"]
     time.sleep(0.3)
-    assert_serves(con, [{"order_id": 1, "company": "acme", "order_day": datetime.date(2026, 1, 1), "revenue": 5}],
-                  "built from src while following")
+    assert_serves(
+        con,
+        [{"order_id": 1, "company": "acme", "order_day": datetime.date(2026, 1, 1), "revenue": 5}],
+        "built from src while following",
+    )
     s = status_dict(con)
     assert s["source"] == "src" and s["lake_snapshot"] is None and s["following"] == src
     # ... nor onto a build from another Paimon table
@@ -988,14 +1126,20 @@ def test_follow_refusals_and_replacing(tmp_path):
 # serving_reconcile records the outcome of the state it checked
 # --------------------------------------------------------------------------------------------
 
+
 @pytest.mark.timeout(60)
 def test_reconcile_outcome_belongs_to_the_state_it_checked():
     con = connect()
-    con.execute("CREATE TABLE src AS SELECT i AS order_id, 'c' || (i % 5) AS company, DATE '2024-01-01' + (i % 9)::INT AS order_day, "
-                "i AS revenue FROM range(1000) t(i)")
+    con.execute(
+        "CREATE TABLE src AS SELECT i AS order_id, 'c' || (i % 5) AS company, "
+        "DATE '2024-01-01' + (i % 9)::INT AS order_day, i AS revenue FROM range(1000) t(i)"
+    )
     # a build that takes a while (hashing in the source view)
-    con.execute("CREATE VIEW slow AS SELECT i AS order_id, 'c' || (i % 7) AS company, DATE '2024-01-01' + (i % 30)::INT AS order_day, "
-                "(hash(md5(md5(md5(i::VARCHAR)))) % 1000)::BIGINT AS revenue FROM range(1000000) t(i)")
+    con.execute(
+        "CREATE VIEW slow AS SELECT i AS order_id, 'c' || (i % 7) AS company, "
+        "DATE '2024-01-01' + (i % 30)::INT AS order_day, "
+        "(hash(md5(md5(md5(i::VARCHAR)))) % 1000)::BIGINT AS revenue FROM range(1000000) t(i)"
+    )
     con.execute("SELECT * FROM serving_build('src')").fetchall()
     assert status_dict(con)["last_reconcile_clean"] is None
     assert con.execute("SELECT * FROM serving_reconcile()").fetchall() == []
@@ -1018,7 +1162,7 @@ def test_reconcile_outcome_belongs_to_the_state_it_checked():
         c2 = con.cursor()
         try:
             c2.execute("SELECT * FROM serving_build('slow')").fetchall()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             build_error.append(e)
         finally:
             c2.close()
@@ -1027,7 +1171,7 @@ def test_reconcile_outcome_belongs_to_the_state_it_checked():
     th = threading.Thread(target=build, daemon=True)
     th.start()
     time.sleep(0.15)
-    t0 = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    t0 = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
     started = time.perf_counter()
     diffs = cur.execute("SELECT * FROM serving_reconcile()").fetchall()
     s = status_dict(cur)
@@ -1076,7 +1220,11 @@ def test_manual_refreshes_and_builds_beside_the_follower(tmp_path):
     wait_for(lambda: status_dict(con)["lake_snapshot"] == latest, 30, "the follower to catch up")
     s = status_dict(con)
     assert (s["lag_snapshots"], s["last_error"], s["following"]) == (0, None, source)
-    assert con.execute("SELECT followed, lake_snapshot, last_error FROM serving_unfollow()").fetchone() == (source, latest, None)
+    assert con.execute("SELECT followed, lake_snapshot, last_error FROM serving_unfollow()").fetchone() == (
+        source,
+        latest,
+        None,
+    )
     theirs = [{c: r[c] for c in FCT_COLUMNS} for r in t.read()]
     assert canon(theirs, FCT_COLUMNS) == canon(merged_after("deduplicate", commits), FCT_COLUMNS), "harness"
     assert_serves(con, theirs, "manual writers beside the follower")
@@ -1095,8 +1243,10 @@ def test_status_does_not_wait_while_a_follower_is_being_replaced(tmp_path):
     t.commit([{"order_id": i, "company": "acme", "order_day": day(0), "revenue": 1} for i in range(1, 100)])
     source = lake_source(wh, "orders")
     con = connect()
-    con.execute("CREATE VIEW slow AS SELECT i AS order_id, 'c' AS company, DATE '2024-01-01' AS order_day, "
-                "(hash(md5(md5(md5(i::VARCHAR)))) % 1000)::BIGINT AS revenue FROM range(2000000) t(i)")
+    con.execute(
+        "CREATE VIEW slow AS SELECT i AS order_id, 'c' AS company, DATE '2024-01-01' AS order_day, "
+        "(hash(md5(md5(md5(i::VARCHAR)))) % 1000)::BIGINT AS revenue FROM range(2000000) t(i)"
+    )
     con.execute("SELECT * FROM serving_build(?)", [source]).fetchall()
     con.execute("SELECT * FROM serving_follow(?, every := INTERVAL '20 ms')", [source]).fetchall()
     t.commit([{"order_id": 500, "company": "acme", "order_day": day(0), "revenue": 1}])  # work for the follower
@@ -1109,7 +1259,7 @@ def test_status_does_not_wait_while_a_follower_is_being_replaced(tmp_path):
         c = con.cursor()
         try:
             c.execute(sql, params).fetchall()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             ended[name + " error"] = str(e)
         finally:
             ended[name] = time.perf_counter()
@@ -1118,8 +1268,11 @@ def test_status_does_not_wait_while_a_follower_is_being_replaced(tmp_path):
     build = threading.Thread(target=run, args=("build", "SELECT * FROM serving_build('slow')", []), daemon=True)
     build.start()
     time.sleep(0.3)  # the build holds the writer; the follower's next apply waits for it
-    replace = threading.Thread(target=run, args=("follow", "SELECT * FROM serving_follow(?, every := INTERVAL '1 second')",
-                                                 [source]), daemon=True)
+    replace = threading.Thread(
+        target=run,
+        args=("follow", "SELECT * FROM serving_follow(?, every := INTERVAL '1 second')", [source]),
+        daemon=True,
+    )
     replace.start()
     time.sleep(0.2)
     started = time.perf_counter()
@@ -1132,6 +1285,7 @@ def test_status_does_not_wait_while_a_follower_is_being_replaced(tmp_path):
     assert build_left > 0.5, f"inconclusive: the build ended {build_left:.2f} s after status was asked"
     assert status_done - started < build_left / 2, (
         f"serving_status took {status_done - started:.2f} s: it waited for the build "
-        f"(which ended {build_left:.2f} s after status was asked)")
+        f"(which ended {build_left:.2f} s after status was asked)"
+    )
     con.execute("SELECT * FROM serving_unfollow()").fetchall()
     con.close()

@@ -1,11 +1,11 @@
 """serving_explain shows the dashboard reading only mart_daily; planning a build never builds."""
+
 from __future__ import annotations
 
 import re
 
 import duckdb
 import pytest
-
 from conftest import build, dashboard, gen_rows, load_table, oracle, sql_literal, table_exists
 
 SERVING_TABLES = ["fct_orders", "mart_daily", "serving_meta"]

@@ -3,6 +3,7 @@
 The oracle is a Python dict order_id -> (company, day, revenue) updated by the same
 operations; the expected dashboard is recomputed from it from scratch each step.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -10,7 +11,6 @@ import random
 from collections import defaultdict
 
 import pytest
-
 from conftest import connect
 
 COMPANIES = ["acme", "O'Reilly", "Café Zürich", "東京商事", "x' OR '1'='1", "globex"]
@@ -28,7 +28,7 @@ def dashboard_oracle(state: dict, company: str) -> list:
 
 
 def put_changes(con, rows: list) -> None:
-    cols = list(zip(*rows)) if rows else [[], [], [], [], []]
+    cols = list(zip(*rows, strict=True)) if rows else [[], [], [], [], []]
     con.execute(
         "CREATE OR REPLACE TABLE changes AS SELECT unnest($1::BIGINT[]) AS order_id, "
         "unnest($2::VARCHAR[]) AS company, unnest($3::DATE[]) AS order_day, "
@@ -59,7 +59,15 @@ def random_changes(rng: random.Random, state: dict, deleted_ids: set, next_id: l
                 rows.append((oid, company, day, rev, False))
         elif op == "reinsert" and deleted_ids - used:
             oid = rng.choice(sorted(deleted_ids - used))
-            rows.append((oid, rng.choice(COMPANIES), BASE_DAY + datetime.timedelta(days=rng.randint(0, 20)), rng.randint(-50, 900), False))
+            rows.append(
+                (
+                    oid,
+                    rng.choice(COMPANIES),
+                    BASE_DAY + datetime.timedelta(days=rng.randint(0, 20)),
+                    rng.randint(-50, 900),
+                    False,
+                )
+            )
         elif op == "ghost":
             oid = next_id[0] + 10_000_000  # never existed: a delete to ignore
             next_id[0] += 1
@@ -67,7 +75,15 @@ def random_changes(rng: random.Random, state: dict, deleted_ids: set, next_id: l
         else:
             oid = next_id[0]
             next_id[0] += 1
-            rows.append((oid, rng.choice(COMPANIES), BASE_DAY + datetime.timedelta(days=rng.randint(0, 20)), rng.randint(-100, 1000), False))
+            rows.append(
+                (
+                    oid,
+                    rng.choice(COMPANIES),
+                    BASE_DAY + datetime.timedelta(days=rng.randint(0, 20)),
+                    rng.randint(-100, 1000),
+                    False,
+                )
+            )
         used.add(oid)
     return rows
 
@@ -94,7 +110,10 @@ def check(con, state: dict) -> None:
 def test_random_refresh_sequences(seed):
     rng = random.Random(seed)
     con = connect()
-    state = {i: (rng.choice(COMPANIES), BASE_DAY + datetime.timedelta(days=rng.randint(0, 20)), rng.randint(-100, 1000)) for i in range(200)}
+    state = {
+        i: (rng.choice(COMPANIES), BASE_DAY + datetime.timedelta(days=rng.randint(0, 20)), rng.randint(-100, 1000))
+        for i in range(200)
+    }
     put_changes(con, [(i, c, d, r, False) for i, (c, d, r) in state.items()])
     con.execute("CREATE TABLE src AS SELECT order_id, company, order_day, revenue FROM changes")
     con.execute("SELECT * FROM serving_build('src')").fetchall()
@@ -105,7 +124,9 @@ def test_random_refresh_sequences(seed):
         rows = random_changes(rng, state, deleted_ids, next_id)
         put_changes(con, rows)
         before_live = set(state)
-        summary = con.execute("SELECT inserted, updated, deleted, ignored_deletes FROM serving_refresh('changes')").fetchone()
+        summary = con.execute(
+            "SELECT inserted, updated, deleted, ignored_deletes FROM serving_refresh('changes')"
+        ).fetchone()
         apply_oracle(state, deleted_ids, rows)
         expected = (
             sum(1 for r in rows if not r[4] and r[0] not in before_live),
@@ -119,18 +140,21 @@ def test_random_refresh_sequences(seed):
 
 def test_killer_cases():
     con = connect()
-    d = lambda n: BASE_DAY + datetime.timedelta(days=n)
+
+    def d(n):
+        return BASE_DAY + datetime.timedelta(days=n)
+
     put_changes(con, [(1, "acme", d(0), 100, False), (2, "acme", d(1), 50, False), (3, "beta", d(0), 10, False)])
     con.execute("CREATE TABLE src AS SELECT order_id, company, order_day, revenue FROM changes")
     con.execute("SELECT * FROM serving_build('src')").fetchall()
     state = {1: ("acme", d(0), 100), 2: ("acme", d(1), 50), 3: ("beta", d(0), 10)}
     steps = [
-        [(2, None, None, None, True)],                      # group (acme, d1) emptied
-        [(2, "acme", d(1), 7, False)],                      # ... and re-filled
-        [(1, "beta", d(0), 100, False)],                    # moved to another company
-        [(3, "beta", d(0), 0, False)],                      # correction to 0: group stays
+        [(2, None, None, None, True)],  # group (acme, d1) emptied
+        [(2, "acme", d(1), 7, False)],  # ... and re-filled
+        [(1, "beta", d(0), 100, False)],  # moved to another company
+        [(3, "beta", d(0), 0, False)],  # correction to 0: group stays
         [(4, "beta", d(5), -30, False), (1, "beta", d(0), -100, False)],  # refunds
-        [(1, None, None, None, True), (3, None, None, None, True)],      # a group with sum 0 emptied
+        [(1, None, None, None, True), (3, None, None, None, True)],  # a group with sum 0 emptied
     ]
     deleted: set = set()
     for rows in steps:
@@ -150,7 +174,7 @@ def test_failed_refresh_changes_nothing():
     before = [con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in ("fct_orders", "mart_daily")]
     bad_sets = [
         [(1, "beta", BASE_DAY, 5, False), (2, None, None, None, True), (1, "acme", BASE_DAY, 9, False)],  # duplicate
-        [(1, "beta", BASE_DAY, 5, False), (7, None, BASE_DAY, 9, False)],                                 # NULL company
+        [(1, "beta", BASE_DAY, 5, False), (7, None, BASE_DAY, 9, False)],  # NULL company
     ]
     for rows in bad_sets:
         put_changes(con, rows)

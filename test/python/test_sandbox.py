@@ -7,6 +7,7 @@ and with `lock_configuration`. The oracle is DuckDB's own reader: a path streamh
 must be one `read_parquet` may read too, and a refusal names the setting. File sources
 (Parquet/CSV), which DuckDB reads for us, must get DuckDB's own refusal.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,13 +16,17 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pytest
-
 from conftest import build, connect, sql_literal, table_exists
-
 from lake_util import commit, create_table, open_warehouse
 
-SCHEMA = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
-                    ("order_day", pa.date32()), ("revenue", pa.int64())])
+SCHEMA = pa.schema(
+    [
+        pa.field("order_id", pa.int64(), nullable=False),
+        ("company", pa.string()),
+        ("order_day", pa.date32()),
+        ("revenue", pa.int64()),
+    ]
+)
 ROWS = [
     {"order_id": 1, "company": "acme", "order_day": pa.scalar(20000, pa.date32()).as_py(), "revenue": 10},
     {"order_id": 2, "company": "acme", "order_day": pa.scalar(20001, pa.date32()).as_py(), "revenue": 20},
@@ -41,8 +46,10 @@ def lake(tmp_path_factory) -> dict:
         tables[name] = str(root / area / "db.db" / name)
     (root / "allowed" / "link").symlink_to(root / "outside" / "db.db" / "outside")
     con = duckdb.connect()
-    con.execute("CREATE TABLE o AS SELECT 3::BIGINT order_id, 'acme' company, DATE '2026-01-01' order_day, "
-                "5::BIGINT revenue, false deleted")
+    con.execute(
+        "CREATE TABLE o AS SELECT 3::BIGINT order_id, 'acme' company, DATE '2026-01-01' order_day, "
+        "5::BIGINT revenue, false deleted"
+    )
     for area in ["allowed", "outside"]:
         con.execute(f"COPY o TO {sql_literal(str(root / area / 'o.parquet'))}")
         con.execute(f"COPY o TO {sql_literal(str(root / area / 'o.csv'))} (HEADER)")
@@ -73,12 +80,19 @@ def lake_calls(path: str) -> list[str]:
 
 SETTINGS = {
     "external_access_off": lambda lake: ["SET enable_external_access = false"],
-    "allowed_directories": lambda lake: [f"SET allowed_directories = [{sql_literal(lake['allowed'])}]",
-                                         "SET enable_external_access = false"],
-    "allowed_paths": lambda lake: [f"SET allowed_paths = [{sql_literal(lake['allowed'] + '/o.parquet')}]",
-                                   "SET enable_external_access = false"],
-    "lock_configuration": lambda lake: [f"SET allowed_directories = [{sql_literal(lake['allowed'])}]",
-                                        "SET enable_external_access = false", "SET lock_configuration = true"],
+    "allowed_directories": lambda lake: [
+        f"SET allowed_directories = [{sql_literal(lake['allowed'])}]",
+        "SET enable_external_access = false",
+    ],
+    "allowed_paths": lambda lake: [
+        f"SET allowed_paths = [{sql_literal(lake['allowed'] + '/o.parquet')}]",
+        "SET enable_external_access = false",
+    ],
+    "lock_configuration": lambda lake: [
+        f"SET allowed_directories = [{sql_literal(lake['allowed'])}]",
+        "SET enable_external_access = false",
+        "SET lock_configuration = true",
+    ],
 }
 
 
@@ -94,8 +108,10 @@ def locked_con(lake: dict, setting: str, build_first: bool = True):
 
 
 def served(con) -> list:
-    return con.execute("SELECT * FROM mart_daily ORDER BY ALL").fetchall() + \
-        con.execute("SELECT * FROM fct_orders ORDER BY ALL").fetchall()
+    return (
+        con.execute("SELECT * FROM mart_daily ORDER BY ALL").fetchall()
+        + con.execute("SELECT * FROM fct_orders ORDER BY ALL").fetchall()
+    )
 
 
 @pytest.mark.parametrize("setting", sorted(SETTINGS))
@@ -123,8 +139,12 @@ def test_lake_functions_read_inside_allowed_directory(lake, setting):
         con.execute(sql).fetchall()
     assert con.execute(f"SELECT count(*) FROM paimon_scan({sql_literal(lake['inside'])})").fetchone() == (2,)
     # DuckDB's reader may read the same files: the two agree.
-    assert con.execute(
-        f"SELECT count(*) FROM read_parquet({sql_literal(lake['inside'] + '/bucket-0/*.parquet')})").fetchone()[0] >= 1
+    assert (
+        con.execute(
+            f"SELECT count(*) FROM read_parquet({sql_literal(lake['inside'] + '/bucket-0/*.parquet')})"
+        ).fetchone()[0]
+        >= 1
+    )
     con.close()
 
 

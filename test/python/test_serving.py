@@ -1,11 +1,10 @@
 """serving_build / serving_dashboard / serving_olap against a pure-Python oracle."""
+
 from __future__ import annotations
 
 import datetime
 
-import duckdb
 import pytest
-
 from conftest import (
     TRICKY_COMPANIES,
     build,
@@ -83,11 +82,13 @@ def test_schema_of_serving_tables(con, tmp_path):
     rows, _ = gen_rows(5, 2_000, 8, 30)
     load_table(con, "src", rows, tmp_path)
     build(con, "src")
-    fct = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'fct_orders' "
-                      "ORDER BY column_index").fetchall()
+    fct = con.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'fct_orders' ORDER BY column_index"
+    ).fetchall()
     assert fct == [("order_id", "BIGINT"), ("company", "VARCHAR"), ("order_day", "DATE"), ("revenue", "BIGINT")]
-    mart = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'mart_daily' "
-                       "ORDER BY column_index").fetchall()
+    mart = con.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'mart_daily' ORDER BY column_index"
+    ).fetchall()
     assert mart == [("company", "VARCHAR"), ("order_day", "DATE"), ("revenue", "HUGEINT")]
     assert con.execute("SELECT count(*) FROM serving_meta").fetchone()[0] == 1
     assert con.execute("SELECT source FROM serving_meta").fetchone()[0] == "src"
@@ -193,9 +194,7 @@ def test_build_from_view(con, tmp_path):
     rows, companies = gen_rows(16, 20_000, 14, 100)
     load_table(con, "raw_orders", rows, tmp_path)
     # The view renames/reorders columns and adds noise columns; only the contract columns count.
-    con.execute(
-        "CREATE VIEW v_orders AS SELECT revenue, 42.5 AS noise, order_day, company, order_id FROM raw_orders"
-    )
+    con.execute("CREATE VIEW v_orders AS SELECT revenue, 42.5 AS noise, order_day, company, order_id FROM raw_orders")
     summary = build(con, "v_orders")
     assert_summary(summary, rows, "v_orders")
     assert_every_company(con, rows, companies)
@@ -268,8 +267,10 @@ def test_empty_source(con):
 
 def test_rebuild_replaces_previous_contents(con, tmp_path):
     rows_a, companies_a = gen_rows(21, 20_000, 12, 100)
-    rows_b = [(oid, "B-" + c, d + datetime.timedelta(days=500), -r if r != -(2**63) else r)
-              for oid, c, d, r in gen_rows(22, 15_000, 8, 70)[0]]
+    rows_b = [
+        (oid, "B-" + c, d + datetime.timedelta(days=500), -r if r != -(2**63) else r)
+        for oid, c, d, r in gen_rows(22, 15_000, 8, 70)[0]
+    ]
     companies_b = sorted({r[1] for r in rows_b})
     load_table(con, "src_a", rows_a, tmp_path)
     load_table(con, "src_b", rows_b, tmp_path)
@@ -335,11 +336,12 @@ def test_ties_order_by_day_ascending(con):
 
 
 def test_other_integer_and_case_variants_are_accepted(con):
-    con.execute(
-        'CREATE TABLE src ("ORDER_ID" INTEGER, "Company" VARCHAR, "Order_Day" DATE, "REVENUE" DECIMAL(18,0))'
-    )
-    rows = [(1, "a", datetime.date(2024, 1, 1), 10), (2, "a", datetime.date(2024, 1, 1), -3),
-            (3, "b", datetime.date(2024, 1, 2), 7)]
+    con.execute('CREATE TABLE src ("ORDER_ID" INTEGER, "Company" VARCHAR, "Order_Day" DATE, "REVENUE" DECIMAL(18,0))')
+    rows = [
+        (1, "a", datetime.date(2024, 1, 1), 10),
+        (2, "a", datetime.date(2024, 1, 1), -3),
+        (3, "b", datetime.date(2024, 1, 2), 7),
+    ]
     con.executemany("INSERT INTO src VALUES (?, ?, ?, ?)", rows)
     assert_summary(build(con, "src"), rows, "src")
     assert_every_company(con, rows, ["a", "b"])
@@ -381,7 +383,7 @@ def test_concurrent_dashboards_from_several_connections(con, tmp_path):
                     got = cur.execute(f"SELECT * FROM {fn}(?)", [company]).fetchall()
                     if got != per_company.get(company, []):
                         errors.append((k, fn, company))
-        except Exception as e:  # noqa: BLE001 - reported below
+        except Exception as e:  # reported below
             errors.append((k, repr(e)))
         finally:
             cur.close()
@@ -419,9 +421,11 @@ def test_company_with_more_days_than_one_vector(con, n_days):
             rows.append((oid, "Long", day, (d * 7919) % 100_003 - 50_000 + k))
             oid += 1
     rows.append((oid, "Short", start, 1))
-    con.execute("CREATE TABLE src AS SELECT unnest($1::BIGINT[]) AS order_id, unnest($2::VARCHAR[]) AS company, "
-                "unnest($3::DATE[]) AS order_day, unnest($4::BIGINT[]) AS revenue",
-                [list(col) for col in zip(*rows)])
+    con.execute(
+        "CREATE TABLE src AS SELECT unnest($1::BIGINT[]) AS order_id, unnest($2::VARCHAR[]) AS company, "
+        "unnest($3::DATE[]) AS order_day, unnest($4::BIGINT[]) AS revenue",
+        [list(col) for col in zip(*rows, strict=True)],
+    )
     assert_summary(build(con, "src"), rows, "src")
     want = oracle(rows)[0]["Long"]
     assert len(want) == n_days
@@ -439,9 +443,12 @@ SERVING_TABLES = ["fct_orders", "mart_daily", "serving_mart_counts", "serving_me
 
 
 def serving_table_places(con) -> set:
-    return set(con.execute(
-        "SELECT database_name, schema_name, table_name FROM duckdb_tables() WHERE NOT temporary "
-        "AND table_name IN ('fct_orders', 'mart_daily', 'serving_mart_counts', 'serving_meta')").fetchall())
+    return set(
+        con.execute(
+            "SELECT database_name, schema_name, table_name FROM duckdb_tables() WHERE NOT temporary "
+            "AND table_name IN ('fct_orders', 'mart_daily', 'serving_mart_counts', 'serving_meta')"
+        ).fetchall()
+    )
 
 
 @pytest.mark.parametrize("how", ["search_path", "use"])
@@ -492,10 +499,13 @@ def test_a_second_layer_under_another_search_path_leaves_the_first_intact(con, t
     assert build(con, "src")["fct_rows"] == len(second)
     # A refresh in staging: one order of the second source gets a new revenue.
     oid, company, day, _ = second[0]
-    con.execute("CREATE TABLE staging.changes AS SELECT $1::BIGINT AS order_id, $2 AS company, $3::DATE AS order_day, "
-                "7::BIGINT AS revenue", [oid, company, day])
+    con.execute(
+        "CREATE TABLE staging.changes AS SELECT $1::BIGINT AS order_id, $2 AS company, $3::DATE AS order_day, "
+        "7::BIGINT AS revenue",
+        [oid, company, day],
+    )
     assert con.execute("SELECT updated FROM serving_refresh('changes')").fetchone()[0] == 1
-    second = [(oid, company, day, 7)] + second[1:]
+    second = [(oid, company, day, 7), *second[1:]]
     assert_tables_match(con, second)
     assert_every_company(con, second, second_companies)
     con.execute("RESET search_path")

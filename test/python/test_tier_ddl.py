@@ -1,4 +1,5 @@
 """paimon_tier_ddl / paimon_tier_upsert: the Flink SQL for the Paimon tier of a Fluss table."""
+
 from __future__ import annotations
 
 import random
@@ -60,8 +61,9 @@ def test_ddl_has_every_clause(con):
     assert text.count("PRIMARY KEY") == 1 and text.count("CREATE TABLE") == 1
 
 
-@pytest.mark.parametrize("name", ["acct", "db.acct", "cat.db.acct", "we`ird", "db.we`ird", "``", "東京.口座",
-                                  "my table.o'reilly", 'a"b'])
+@pytest.mark.parametrize(
+    "name", ["acct", "db.acct", "cat.db.acct", "we`ird", "db.we`ird", "``", "東京.口座", "my table.o'reilly", 'a"b']
+)
 def test_ddl_quotes_names(con, name):
     text = ddl(con, name)
     assert text.startswith(f"CREATE TABLE {flink_name(name)} ("), text
@@ -74,10 +76,18 @@ def test_ddl_backtick_doubling_exact(con):
     assert ddl(con, "a.`x`").startswith("CREATE TABLE `a`.```x``` (")
 
 
-@pytest.mark.parametrize("bad,reason", [
-    ("a..b", "empty"), (".t", "empty"), ("t.", "empty"), ("", "empty"), (".", "empty"), (" . ", "empty"),
-    ("a.b.c.d", "at most three"),
-])
+@pytest.mark.parametrize(
+    "bad,reason",
+    [
+        ("a..b", "empty"),
+        (".t", "empty"),
+        ("t.", "empty"),
+        ("", "empty"),
+        (".", "empty"),
+        (" . ", "empty"),
+        ("a.b.c.d", "at most three"),
+    ],
+)
 @pytest.mark.parametrize("fn", ["ddl", "upsert"])
 def test_bad_names_are_refused(con, fn, bad, reason):
     function = "paimon_tier_ddl" if fn == "ddl" else "paimon_tier_upsert"
@@ -118,13 +128,13 @@ def test_ddl_vectorized_over_table(con):
     got = con.execute("SELECT seq, paimon_tier_ddl(name) FROM names ORDER BY seq").fetchall()
     assert len(got) == len(names)
     tails = set()
-    for (seq, text), name in zip(got, names):
+    for (seq, text), name in zip(got, names, strict=True):
         if name is None:
             assert text is None, seq
             continue
         prefix = f"CREATE TABLE {flink_name(name)} ("
         assert text.startswith(prefix), (seq, name, text)
-        tails.add(text[len(prefix):])
+        tails.add(text[len(prefix) :])
     assert len(tails) == 1, "the DDL body must not depend on the table name"
     (tail,) = tails
     for clause in CLAUSES:
@@ -135,7 +145,9 @@ def test_ddl_vectorized_constant_and_filtered(con):
     got = con.execute("SELECT paimon_tier_ddl('db.t') FROM range(3000)").fetchall()
     assert len(got) == 3000 and len({g[0] for g in got}) == 1
     assert got[0][0].startswith("CREATE TABLE `db`.`t` (")
-    got = con.execute("SELECT i, paimon_tier_ddl('s.t' || i) FROM range(4100) r(i) WHERE i % 3 = 0 ORDER BY i").fetchall()
+    got = con.execute(
+        "SELECT i, paimon_tier_ddl('s.t' || i) FROM range(4100) r(i) WHERE i % 3 = 0 ORDER BY i"
+    ).fetchall()
     for i, text in got:
         assert text.startswith(f"CREATE TABLE `s`.`t{i}` ("), (i, text)
 
@@ -147,22 +159,28 @@ def test_bad_name_in_a_table_fails_the_query(con):
     assert "'db..bad'" in str(ei.value)
 
 
-@pytest.mark.parametrize("name,i,b,want", [
-    ("t", 1, 2, "INSERT INTO `t` (id, bal) VALUES (1, 2)"),
-    ("db.acct", -1, 7, "INSERT INTO `db`.`acct` (id, bal) VALUES (-1, 7)"),
-    ("db.acct", 0, -2147483648, "INSERT INTO `db`.`acct` (id, bal) VALUES (0, -2147483648)"),
-    ("c.d.t", 2147483647, 0, "INSERT INTO `c`.`d`.`t` (id, bal) VALUES (2147483647, 0)"),
-    ("we`ird", -5, -6, "INSERT INTO `we``ird` (id, bal) VALUES (-5, -6)"),
-])
+@pytest.mark.parametrize(
+    "name,i,b,want",
+    [
+        ("t", 1, 2, "INSERT INTO `t` (id, bal) VALUES (1, 2)"),
+        ("db.acct", -1, 7, "INSERT INTO `db`.`acct` (id, bal) VALUES (-1, 7)"),
+        ("db.acct", 0, -2147483648, "INSERT INTO `db`.`acct` (id, bal) VALUES (0, -2147483648)"),
+        ("c.d.t", 2147483647, 0, "INSERT INTO `c`.`d`.`t` (id, bal) VALUES (2147483647, 0)"),
+        ("we`ird", -5, -6, "INSERT INTO `we``ird` (id, bal) VALUES (-5, -6)"),
+    ],
+)
 def test_upsert_renders(con, name, i, b, want):
     assert upsert(con, name, i, b) == want
 
 
 def test_upsert_literal_arguments(con):
-    assert con.execute("SELECT paimon_tier_upsert('t', 1, 2)").fetchone()[0] == \
-        "INSERT INTO `t` (id, bal) VALUES (1, 2)"
-    assert con.execute("SELECT paimon_tier_upsert('t', -3, -4)").fetchone()[0] == \
-        "INSERT INTO `t` (id, bal) VALUES (-3, -4)"
+    assert (
+        con.execute("SELECT paimon_tier_upsert('t', 1, 2)").fetchone()[0] == "INSERT INTO `t` (id, bal) VALUES (1, 2)"
+    )
+    assert (
+        con.execute("SELECT paimon_tier_upsert('t', -3, -4)").fetchone()[0]
+        == "INSERT INTO `t` (id, bal) VALUES (-3, -4)"
+    )
 
 
 UPSERT_RE = re.compile(r"^INSERT INTO `db`\.`acct` \(id, bal\) VALUES \((-?\d+), (-?\d+)\)$")
@@ -185,7 +203,7 @@ def test_streaming_upserts_equal_batch_last_write(con, seed):
     assert [s for s, _ in stmts] == [u[0] for u in ups]
 
     streaming = {}
-    for (seq, text), (_, i, bal) in zip(stmts, ups):
+    for (seq, text), (_, i, bal) in zip(stmts, ups, strict=True):
         if bal is None:
             assert text is None, (seq, text)
             continue

@@ -5,23 +5,28 @@ it at LOAD with DuckDB's own message (the footer declares C API v1.5.6; 1.2.2 al
 platform name): a clean, catchable error, never a crash. Each version runs in its own venv, in a
 fresh process, through test/python/matrix_child.py.
 """
+
 from __future__ import annotations
 
 import re
 
 import pytest
-
 from conftest import gen_rows, oracle, oracle_summary, write_csv
 from matrix_util import REFUSED, SUPPORTED, dash_oracle, run_child
 
-CAPI_REFUSAL = ("The file was built for DuckDB C API version 'v1.5.6', but we can only load extensions "
-                "built for DuckDB C API 'v1.2.0' and lower.")
-PLATFORM_REFUSAL = ("built for the platform 'linux_amd64', but we can only load extensions built for "
-                    "platform 'linux_amd64_gcc4'")
+CAPI_REFUSAL = (
+    "The file was built for DuckDB C API version 'v1.5.6', but we can only load extensions "
+    "built for DuckDB C API 'v1.2.0' and lower."
+)
+PLATFORM_REFUSAL = (
+    "built for the platform 'linux_amd64', but we can only load extensions built for platform 'linux_amd64_gcc4'"
+)
 EXPECTED_REFUSAL = {"1.2.2": [CAPI_REFUSAL, PLATFORM_REFUSAL], "1.3.2": [CAPI_REFUSAL], "1.4.5": [CAPI_REFUSAL]}
 
-DDL = ("CREATE TABLE `lake`.`accounts` (id INT, bal INT, PRIMARY KEY (id) NOT ENFORCED) "
-       "WITH ('bucket' = '1', 'merge-engine' = 'deduplicate', 'changelog-producer' = 'input')")
+DDL = (
+    "CREATE TABLE `lake`.`accounts` (id INT, bal INT, PRIMARY KEY (id) NOT ENFORCED) "
+    "WITH ('bucket' = '1', 'merge-engine' = 'deduplicate', 'changelog-producer' = 'input')"
+)
 UPSERT = "INSERT INTO `lake`.`accounts` (id, bal) VALUES (7, -3)"
 
 
@@ -58,8 +63,13 @@ def test_supported_duckdb_loads_and_serves(ext_path, dataset, version):
     rows, csv_path, per_company = dataset
     res = run_child(version, "use", ext_path, ":memory:", csv_path, "close")
     want = oracle_summary(rows)
-    assert res["summary"] == [want["fct_rows"], want["mart_rows"], want["companies"], want["days"],
-                              str(want["total_revenue"])]
+    assert res["summary"] == [
+        want["fct_rows"],
+        want["mart_rows"],
+        want["companies"],
+        want["days"],
+        str(want["total_revenue"]),
+    ]
     assert res["dash"] == dash_oracle(per_company)
     assert squash(res["ddl"]) == DDL, res["ddl"]
     assert res["upsert"] == UPSERT

@@ -14,6 +14,7 @@ Usage (from the repo root, after `make release venv`):
     .venv/bin/python test/repro/repro_daemon_exit.py [build|control] [RUNS=30]
     .venv-duckdb15/bin/python test/repro/repro_daemon_exit.py control 3
 """
+
 import os
 import subprocess
 import sys
@@ -21,8 +22,9 @@ import tempfile
 import threading
 import time
 
-EXT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "release",
-                   "streamhouse.duckdb_extension")
+EXT = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "release", "streamhouse.duckdb_extension"
+)
 
 
 def child(mode, db):
@@ -31,9 +33,11 @@ def child(mode, db):
     c = duckdb.connect(db, config={"allow_unsigned_extensions": "true"})
     if mode == "build":
         c.execute("LOAD '" + os.path.abspath(EXT) + "'")
-        c.execute("CREATE TABLE big AS SELECT i AS order_id, 'b' || (i % 97) AS company, "
-                  "DATE '2024-01-01' + CAST(i % 365 AS INTEGER) AS order_day, (i % 1000) - 300 AS revenue "
-                  "FROM range(1000000) t(i)")
+        c.execute(
+            "CREATE TABLE big AS SELECT i AS order_id, 'b' || (i % 97) AS company, "
+            "DATE '2024-01-01' + CAST(i % 365 AS INTEGER) AS order_day, (i % 1000) - 300 AS revenue "
+            "FROM range(1000000) t(i)"
+        )
         sql = "SELECT * FROM serving_build('big')"
     else:
         sql = "SELECT count(*) FROM range(3000000000) t(i) WHERE i % 7 = 3"
@@ -61,8 +65,13 @@ def main():
     aborts = 0
     for i in range(runs):
         with tempfile.TemporaryDirectory() as tmp:
-            p = subprocess.run([sys.executable, __file__, "--child", mode, os.path.join(tmp, "e.duckdb")],
-                               capture_output=True, text=True, timeout=120, check=False)
+            p = subprocess.run(
+                [sys.executable, __file__, "--child", mode, os.path.join(tmp, "e.duckdb")],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
         if p.returncode != 0:
             aborts += 1
             print(f"run {i + 1}: exit code {p.returncode}: {p.stderr.strip()!r}")
