@@ -15,12 +15,13 @@ use std::time::{Duration, Instant};
 use duckdb::Connection;
 
 use crate::error::{Error, Result};
-use crate::lake::{self, LakeTable};
+use crate::lake::{Access, LakeOptions, LakeTable};
 use crate::refresh;
 use crate::sandbox::Sandbox;
 use crate::schema::META;
 use crate::serving::now_micros;
 use crate::session::Session;
+use crate::source::Origin;
 
 /// The longest pause between retries after failed applies.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -79,15 +80,18 @@ fn built_from(conn: &Connection) -> Result<(Option<String>, Option<i64>)> {
 }
 
 /// Checks that the layer was built from the Paimon table `source` names; returns its path.
-pub fn check_source(conn: &Connection, source: &str, sandbox: &Sandbox) -> Result<String> {
+pub fn check_source(conn: &Connection, source: &str, access: &Access) -> Result<String> {
     let refuse = |why: String| Error::DuckDb { context: "serving_follow".into(), message: why };
-    let Some(path) = lake::paimon_path(source, sandbox)? else {
+    let Origin::Lake(path) = Origin::of(source, &access.sandbox)? else {
         return Err(refuse(format!("'{source}' is not a Paimon table (use paimon:<table directory>)")));
     };
-    LakeTable::open("serving_follow", &path, sandbox)?;
+    LakeTable::open("serving_follow", &path, access)?;
     let (built, _) = built_from(conn)?;
-    let built_path = built.as_deref().and_then(|b| lake::paimon_path(b, sandbox).ok().flatten());
-    let same = built_path.as_deref().is_some_and(|b| std::path::absolute(b).ok() == std::path::absolute(&path).ok());
+    let built_path = built.as_deref().and_then(|b| Origin::lake_path(b, &access.sandbox));
+    let same = built_path.as_deref().is_some_and(|b| {
+        b.trim_end_matches('/') == path.trim_end_matches('/')
+            || std::path::absolute(b).ok() == std::path::absolute(&path).ok()
+    });
     if !same {
         return Err(refuse(format!(
             "the serving layer was built from '{}', not from '{source}'; run serving_build('{source}') first",
@@ -98,14 +102,14 @@ pub fn check_source(conn: &Connection, source: &str, sandbox: &Sandbox) -> Resul
 }
 
 /// Applies whatever the lake has beyond what the layer reflects; the new snapshot if any.
-fn apply_once(conn: &Connection, source: &str, path: &str) -> Result<Option<i64>> {
-    let sandbox = Sandbox::query(conn)?;
+fn apply_once(conn: &Connection, source: &str, path: &str, options: &LakeOptions) -> Result<Option<i64>> {
+    let access = Access { sandbox: Sandbox::query(conn)?, options: options.clone() };
     let (_, applied) = built_from(conn)?;
-    let latest = LakeTable::open("serving_follow", path, &sandbox)?.latest_snapshot("serving_follow")?;
+    let latest = LakeTable::open("serving_follow", path, &access)?.latest_snapshot()?;
     if latest.is_none() || latest <= applied {
         return Ok(None);
     }
-    Ok(refresh::refresh(conn, source, &sandbox)?.lake_snapshot)
+    Ok(refresh::refresh(conn, source, &access)?.lake_snapshot)
 }
 
 /// Sleeps `pause` in short slices, returning false as soon as the follower should end.
@@ -130,6 +134,7 @@ pub fn start(
     path: String,
     every: Duration,
     search_path: String,
+    options: LakeOptions,
 ) -> Result<Follower> {
     let stop = Arc::new(AtomicBool::new(false));
     let progress = Arc::new(Mutex::new(Progress::default()));
@@ -144,7 +149,8 @@ pub fn start(
                 let Some(session) = weak.upgrade() else { return };
                 // Never queued behind a build or refresh: if the writer is busy, look again at
                 // the next tick (so unfollow and the database's close never wait on a queue).
-                let Some(outcome) = session.try_writer(&search_path, |c| apply_once(c, &source2, &path)) else {
+                let Some(outcome) = session.try_writer(&search_path, |c| apply_once(c, &source2, &path, &options))
+                else {
                     pause = every;
                     continue;
                 };
@@ -191,16 +197,16 @@ pub struct Lag {
 
 /// The lag of a layer built from `source` and reflecting snapshot `applied` (None: not a lake
 /// source, or the table cannot be read under the current sandbox).
-pub fn lag(source: &str, applied: Option<i64>, sandbox: &Sandbox) -> Lag {
-    let Ok(Some(path)) = lake::paimon_path(source, sandbox) else { return Lag::default() };
-    let Ok(table) = LakeTable::open("serving_status", &path, sandbox) else { return Lag::default() };
-    let Ok(latest) = table.latest_snapshot("serving_status") else { return Lag::default() };
+pub fn lag(source: &str, applied: Option<i64>, access: &Access) -> Lag {
+    let Some(path) = Origin::lake_path(source, &access.sandbox) else { return Lag::default() };
+    let Ok(table) = LakeTable::open("serving_status", &path, access) else { return Lag::default() };
+    let Ok(latest) = table.latest_snapshot() else { return Lag::default() };
     let applied = applied.unwrap_or(0);
     let behind = latest.map_or(0, |l| (l - applied).max(0));
     let millis = if behind == 0 {
         Some(0)
     } else {
-        table.snapshot_time_millis("serving_status", applied + 1).ok().map(|t| (now_micros() / 1000 - t).max(0))
+        table.snapshot_time_millis(applied + 1).ok().map(|t| (now_micros() / 1000 - t).max(0))
     };
     Lag { latest, snapshots: Some(behind), millis }
 }

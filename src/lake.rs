@@ -2,28 +2,194 @@
 //! merge engines applied by Paimon itself (deduplicate, partial-update, aggregation, first-row,
 //! `sequence.field`, row-kind deletes). We never parse Paimon files ourselves.
 //!
+//! This module is the lake boundary: paimon-rust errors become our [`Error`] here, once, named
+//! after the SQL function that opened the table, with credentials scrubbed.
+//!
 //! paimon-rust speaks Arrow 58 and async; DuckDB's Rust binding speaks Arrow 60. Batches cross
-//! over through the Arrow C Data Interface (no copy), and each call drives its own small
-//! current-thread tokio runtime, so nothing async outlives a DuckDB callback.
+//! over through the Arrow C Data Interface (no copy). Metadata calls drive a small
+//! current-thread tokio runtime inside the DuckDB callback; data is read by reader threads of
+//! our own (one split at a time each, as many as DuckDB's `threads`) into a bounded channel, so
+//! DuckDB sees the first rows while later splits are still being read, and memory stays bounded
+//! whatever the table's size.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
+use std::time::Duration;
 
 use duckdb::arrow::datatypes::SchemaRef as Schema60;
 use duckdb::arrow::record_batch::RecordBatch as Batch60;
-use futures::TryStreamExt;
+use futures::StreamExt;
 use paimon::catalog::Identifier;
 use paimon::io::FileIO;
+use paimon::spec::Predicate;
+use paimon::table::DataSplit;
 use paimon::table::SchemaManager;
 use paimon::{IncrementalScanMode, Table};
 
 use crate::error::{Error, Result};
 use crate::sandbox::Sandbox;
 
-/// An opened Paimon table directory.
+/// Linux's PATH_MAX: no longer path can be opened, so none is worth resolving.
+pub const MAX_PATH: usize = 4096;
+/// Paimon's JSON metadata (schemas, snapshots, hints) is small; paimon-rust reads such a file
+/// whole, so a runaway one (a device, a huge file) is refused before it can exhaust memory.
+const MAX_METADATA_BYTES: u64 = 64 << 20;
+/// A metadata call against object storage that has not answered by then will not: an endpoint
+/// that swallows packets must give an error, not hang the user's statement.
+const REMOTE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Whether `path` names object storage rather than the local filesystem.
+pub fn is_remote(path: &str) -> bool {
+    path.find("://").is_some_and(|i| i > 1 && !path[..i].eq_ignore_ascii_case("file"))
+}
+
+/// Storage options for a table: Paimon's own keys (`s3.endpoint`, `s3.access-key`, ...), as
+/// given by the `options := MAP {...}` parameter, completed from the standard AWS environment
+/// variables. Never printed: `Debug` shows the keys only.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct LakeOptions(BTreeMap<String, String>);
+
+impl std::fmt::Debug for LakeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+/// Option keys whose values are secrets (never shown, scrubbed from every message).
+fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    ["secret", "access-key", "access.key", "accesskey", "token", "password", "sse-c.key", "sse.key"]
+        .iter()
+        .any(|s| k.contains(s))
+}
+
+impl LakeOptions {
+    pub fn new(pairs: impl IntoIterator<Item = (String, String)>) -> LakeOptions {
+        LakeOptions(pairs.into_iter().collect())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The properties paimon-rust's storage is built with for `path`: the options given, and
+    /// for S3 the AWS environment variables where an option does not say otherwise.
+    fn storage_props(&self, path: &str) -> HashMap<String, String> {
+        let mut props: HashMap<String, String> = self.0.clone().into_iter().collect();
+        let scheme = path.split("://").next().unwrap_or("").to_ascii_lowercase();
+        if scheme == "s3" || scheme == "s3a" {
+            for (key, var) in [
+                ("s3.access-key", "AWS_ACCESS_KEY_ID"),
+                ("s3.secret-key", "AWS_SECRET_ACCESS_KEY"),
+                ("s3.session.token", "AWS_SESSION_TOKEN"),
+                ("s3.region", "AWS_REGION"),
+                ("s3.region", "AWS_DEFAULT_REGION"),
+                ("s3.endpoint", "AWS_ENDPOINT_URL_S3"),
+                ("s3.endpoint", "AWS_ENDPOINT_URL"),
+            ] {
+                if !props.contains_key(key) {
+                    if let Some(v) = std::env::var(var).ok().filter(|v| !v.is_empty()) {
+                        props.insert(key.into(), v);
+                    }
+                }
+            }
+            // A local S3-compatible server (an IP or localhost endpoint) has no per-bucket host
+            // names: address it path-style unless the user said otherwise.
+            if let Some(endpoint) = props.get("s3.endpoint") {
+                let host = endpoint.split("://").nth(1).unwrap_or(endpoint).split(['/', ':']).next().unwrap_or("");
+                if !props.contains_key("s3.path-style-access")
+                    && (host == "localhost" || host.parse::<std::net::IpAddr>().is_ok())
+                {
+                    props.insert("s3.path-style-access".into(), "true".into());
+                }
+            }
+        }
+        props
+    }
+
+    /// Every secret value in play for `path` (given or from the environment), longest first.
+    fn secrets(&self, path: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .storage_props(path)
+            .into_iter()
+            .filter(|(k, v)| is_secret_key(k) && v.len() >= 4)
+            .map(|(_, v)| v)
+            .collect();
+        out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        out
+    }
+}
+
+/// How a statement may reach a table: DuckDB's sandbox as bound, and the storage options.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    pub sandbox: Sandbox,
+    pub options: LakeOptions,
+}
+
+/// `scheme://user:password@host/...` shown without its user info.
+fn without_userinfo(path: &str) -> String {
+    let Some(i) = path.find("://") else { return path.to_string() };
+    let rest = &path[i + 3..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{}://***@{}", &path[..i], &rest[at + 1..]),
+        None => path.to_string(),
+    }
+}
+
+/// Where a lake error happened: the SQL function, the table as the user named it, and the
+/// secrets no message may carry.
+#[derive(Clone)]
+struct Place {
+    function: &'static str,
+    path: String,
+    secrets: Arc<Vec<String>>,
+}
+
+impl Place {
+    fn err(&self, problem: impl std::fmt::Display) -> Error {
+        let mut problem = problem.to_string();
+        for secret in self.secrets.iter() {
+            problem = problem.replace(secret.as_str(), "***");
+        }
+        Error::Lake { function: self.function, path: without_userinfo(&self.path), problem }
+    }
+
+    /// Runs one metadata future to completion on a fresh current-thread runtime.
+    fn block_on<T>(&self, remote: bool, fut: impl std::future::Future<Output = paimon::Result<T>>) -> Result<T> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| self.err(e))?;
+        if remote {
+            match rt.block_on(async { tokio::time::timeout(REMOTE_TIMEOUT, fut).await }) {
+                Ok(r) => r.map_err(|e| self.paimon_err(e)),
+                Err(_) => Err(self.err(format!("object storage did not answer within {}s", REMOTE_TIMEOUT.as_secs()))),
+            }
+        } else {
+            rt.block_on(fut).map_err(|e| self.paimon_err(e))
+        }
+    }
+
+    /// paimon-rust's error, with the features we refuse named in plain words.
+    fn paimon_err(&self, e: paimon::Error) -> Error {
+        let text = e.to_string();
+        if text.contains("avro ocf") && text.contains("magic") {
+            return self.err(format!(
+                "ORC manifests are not supported (a manifest file is not Avro; paimon-cpp writes ORC manifests \
+                 by default): {text}"
+            ));
+        }
+        self.err(text)
+    }
+}
+
+/// An opened Paimon table.
 pub struct LakeTable {
     table: Table,
-    path: String,
+    place: Place,
+    remote: bool,
 }
 
 /// One row of `paimon_snapshots`.
@@ -35,31 +201,6 @@ pub struct SnapshotInfo {
     pub total_records: Option<i64>,
     pub delta_records: Option<i64>,
     pub changelog_records: Option<i64>,
-}
-
-fn lake_err(function: &'static str, path: &str, problem: impl std::fmt::Display) -> Error {
-    Error::Lake { function, path: path.into(), problem: problem.to_string() }
-}
-
-fn block_on<T>(fut: impl std::future::Future<Output = T>) -> std::io::Result<T> {
-    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(fut))
-}
-
-/// `paimon:<dir>` or a directory that holds a Paimon table (`schema/`): the Paimon path, if so.
-/// The filesystem is only looked at where the sandbox allows; a path it forbids that is not
-/// a file source (those DuckDB checks itself) is refused here, naming the setting.
-pub fn paimon_path(source: &str, sandbox: &Sandbox) -> Result<Option<String>> {
-    if let Some(rest) = source.strip_prefix("paimon:") {
-        return Ok(Some(rest.trim().to_string()));
-    }
-    let s = source.trim();
-    if !sandbox.permits(s) {
-        let file_like = crate::source::Source::parse(s).is_ok();
-        let path_like = s.contains('/') || s.contains('\\');
-        return if path_like && !file_like { Err(sandbox.denied("serving", s)) } else { Ok(None) };
-    }
-    let p = Path::new(s);
-    Ok((p.is_dir() && p.join("schema").is_dir()).then(|| s.to_string()))
 }
 
 /// Arrow 58 (paimon) → Arrow 60 (DuckDB) through the C Data Interface, without copying buffers.
@@ -84,15 +225,9 @@ fn to_arrow60(batch: &arrow_array::RecordBatch) -> std::result::Result<Batch60, 
     Ok(batch60)
 }
 
-/// Linux's PATH_MAX: no longer path can be opened, so none is worth resolving.
-pub const MAX_PATH: usize = 4096;
-/// Paimon's JSON metadata (schemas, snapshots, hints) is small; paimon-rust reads such a file
-/// whole, so a runaway one (a device, a huge file) is refused before it can exhaust memory.
-const MAX_METADATA_BYTES: u64 = 64 << 20;
-
 /// Refuses a table whose tree holds anything paimon-rust must not open: a FIFO (its open blocks
 /// forever), a socket or device (`/dev/zero` never ends), a symlink loop, or an oversized
-/// metadata file. Looks at file types and sizes only, never at contents.
+/// metadata file. Looks at file types and sizes only, and at the first bytes of manifests.
 fn check_files(dir: &Path) -> std::result::Result<(), String> {
     let mut pending = vec![(dir.to_path_buf(), 0usize)];
     while let Some((d, depth)) = pending.pop() {
@@ -114,55 +249,107 @@ fn check_files(dir: &Path) -> std::result::Result<(), String> {
                 && ["schema", "snapshot"].iter().any(|m| p.parent().is_some_and(|parent| parent.ends_with(m)))
             {
                 return Err(format!("metadata file '{shown}' is {} bytes, more than Paimon ever writes", meta.len()));
+            } else if p.parent().is_some_and(|parent| parent.ends_with("manifest")) && is_orc(&p) {
+                return Err(format!(
+                    "ORC manifests are not supported: '{shown}' is an ORC file (paimon-cpp writes ORC manifests by \
+                     default; paimon-rust reads Avro manifests only)"
+                ));
             }
         }
     }
     Ok(())
 }
 
+fn is_orc(file: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 3];
+    std::fs::File::open(file).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == b"ORC"
+}
+
+/// Table options naming features paimon-rust would silently not honour: refused by name.
+fn refuse_unsupported(options: &HashMap<String, String>) -> std::result::Result<(), String> {
+    if let Some(branch) = options.get("scan.fallback-branch") {
+        return Err(format!(
+            "scan.fallback-branch is not supported (the table falls back to branch '{branch}' for partitions \
+             the main branch lacks; this reader would return the main branch's rows only)"
+        ));
+    }
+    if options.get("manifest.format").is_some_and(|f| f.eq_ignore_ascii_case("orc")) {
+        return Err("ORC manifests are not supported (manifest.format = orc)".into());
+    }
+    Ok(())
+}
+
 impl LakeTable {
-    /// Opens the table at `path` (absolute, or relative to the working directory); no catalog.
-    /// Refused, before anything is read, where DuckDB's sandbox settings forbid the directory.
-    pub fn open(function: &'static str, path: &str, sandbox: &Sandbox) -> Result<LakeTable> {
+    /// Opens the table at `path`: a local directory (absolute, or relative to the working
+    /// directory) or an object-storage URL (`s3://bucket/...`); no catalog. Refused, before
+    /// anything is read, where DuckDB's sandbox settings forbid the path.
+    pub fn open(function: &'static str, path: &str, access: &Access) -> Result<LakeTable> {
+        let Access { sandbox, options } = access;
+        let remote = is_remote(path);
+        let place = Place { function, path: path.replace('\0', "\\0"), secrets: Arc::new(options.secrets(path)) };
         if path.contains('\0') {
-            return Err(lake_err(function, &path.replace('\0', "\\0"), "a path cannot contain a NUL character"));
+            return Err(place.err("a path cannot contain a NUL character"));
         }
         if path.len() > MAX_PATH {
-            return Err(lake_err(function, path, format!("the path is longer than {MAX_PATH} bytes")));
+            return Err(place.err(format!("the path is longer than {MAX_PATH} bytes")));
         }
         sandbox.check_tree(function, path)?;
-        let dir: PathBuf = std::path::absolute(path).map_err(|e| lake_err(function, path, e))?;
-        match std::fs::metadata(&dir) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(lake_err(function, path, "not a directory")),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(lake_err(function, path, "no such directory"))
+        let location = if remote {
+            let scheme = path.split("://").next().unwrap_or("").to_ascii_lowercase();
+            if scheme != "s3" && scheme != "s3a" {
+                return Err(place.err(format!("the storage scheme '{scheme}://' is not supported (s3:// is)")));
             }
-            Err(e) => return Err(lake_err(function, path, format!("cannot read the directory: {e}"))),
-        }
-        if let Err(e) = std::fs::read_dir(&dir) {
-            return Err(lake_err(function, path, format!("cannot read the directory: {e}")));
-        }
-        if !dir.join("schema").is_dir() {
-            return Err(lake_err(function, path, "not a Paimon table (it has no schema/ directory)"));
-        }
-        check_files(&dir).map_err(|problem| lake_err(function, path, problem))?;
-        let location = dir.to_string_lossy().into_owned();
-        let table = block_on(async {
-            let file_io = FileIO::from_path(&location)?.build()?;
-            let schema = SchemaManager::new(file_io.clone(), location.clone()).latest().await?;
-            Ok::<_, paimon::Error>(
-                schema.map(|s| Table::new(file_io, Identifier::new("lake", "t"), location.clone(), (*s).clone(), None)),
-            )
-        })
-        .map_err(|e| lake_err(function, path, e))?
-        .map_err(|e| lake_err(function, path, e))?
-        .ok_or_else(|| lake_err(function, path, "not a Paimon table (no schema-N file under schema/)"))?;
-        Ok(LakeTable { table, path: path.into() })
+            path.trim_end_matches('/').to_string()
+        } else {
+            Self::check_local(&place, path)?
+        };
+        let props = options.storage_props(path);
+        let table = place
+            .block_on(remote, async {
+                let file_io = FileIO::from_path(&location)?.with_props(props).build()?;
+                let schema = SchemaManager::new(file_io.clone(), location.clone()).latest().await?;
+                Ok(schema
+                    .map(|s| Table::new(file_io, Identifier::new("lake", "t"), location.clone(), (*s).clone(), None)))
+            })?
+            .ok_or_else(|| {
+                place.err(if remote {
+                    "no Paimon table there (no schema/schema-N file under the path: a missing table or bucket)"
+                } else {
+                    "not a Paimon table (no schema-N file under schema/)"
+                })
+            })?;
+        refuse_unsupported(table.schema().options()).map_err(|p| place.err(p))?;
+        Ok(LakeTable { table, place, remote })
     }
 
-    fn err(&self, function: &'static str, problem: impl std::fmt::Display) -> Error {
-        lake_err(function, &self.path, problem)
+    /// The local directory checks: it exists, is readable, holds a Paimon table, and nothing
+    /// in its tree can hang or exhaust the reader.
+    fn check_local(place: &Place, path: &str) -> Result<String> {
+        let dir: PathBuf = std::path::absolute(path).map_err(|e| place.err(e))?;
+        match std::fs::metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(place.err("not a directory")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(place.err("no such directory")),
+            Err(e) => return Err(place.err(format!("cannot read the directory: {e}"))),
+        }
+        if let Err(e) = std::fs::read_dir(&dir) {
+            return Err(place.err(format!("cannot read the directory: {e}")));
+        }
+        if !dir.join("schema").is_dir() {
+            return Err(place.err("not a Paimon table (it has no schema/ directory)"));
+        }
+        check_files(&dir).map_err(|problem| place.err(problem))?;
+        Ok(dir.to_string_lossy().into_owned())
+    }
+
+    pub fn path(&self) -> &str {
+        &self.place.path
+    }
+
+    /// The first primary-key column, if the table has a primary key.
+    pub fn first_key_column(&self) -> Option<String> {
+        self.table.schema().primary_keys().first().cloned()
     }
 
     pub fn options(&self) -> HashMap<String, String> {
@@ -170,31 +357,25 @@ impl LakeTable {
     }
 
     /// The table's columns as an Arrow 60 schema (what DuckDB will be told at bind).
-    pub fn schema(&self, function: &'static str) -> Result<Schema60> {
+    pub fn schema(&self) -> Result<Schema60> {
         let fields = self.table.schema().fields();
-        let schema58 = paimon::arrow::build_target_arrow_schema(fields).map_err(|e| self.err(function, e))?;
+        let schema58 = paimon::arrow::build_target_arrow_schema(fields).map_err(|e| self.place.paimon_err(e))?;
         let empty = arrow_array::RecordBatch::new_empty(schema58);
-        Ok(to_arrow60(&empty).map_err(|e| self.err(function, e))?.schema())
+        Ok(to_arrow60(&empty).map_err(|e| self.place.err(e))?.schema())
     }
 
-    pub fn latest_snapshot(&self, function: &'static str) -> Result<Option<i64>> {
-        block_on(self.table.snapshot_manager().get_latest_snapshot_id())
-            .map_err(|e| self.err(function, e))?
-            .map_err(|e| self.err(function, e))
+    pub fn latest_snapshot(&self) -> Result<Option<i64>> {
+        self.place.block_on(self.remote, self.table.snapshot_manager().get_latest_snapshot_id())
     }
 
     /// When snapshot `id` was committed (milliseconds since the epoch).
-    pub fn snapshot_time_millis(&self, function: &'static str, id: i64) -> Result<i64> {
-        let snapshot = block_on(self.table.snapshot_manager().get_snapshot(id))
-            .map_err(|e| self.err(function, e))?
-            .map_err(|e| self.err(function, e))?;
+    pub fn snapshot_time_millis(&self, id: i64) -> Result<i64> {
+        let snapshot = self.place.block_on(self.remote, self.table.snapshot_manager().get_snapshot(id))?;
         Ok(snapshot.time_millis() as i64)
     }
 
-    pub fn snapshots(&self, function: &'static str) -> Result<Vec<SnapshotInfo>> {
-        let list = block_on(self.table.snapshot_manager().list_all())
-            .map_err(|e| self.err(function, e))?
-            .map_err(|e| self.err(function, e))?;
+    pub fn snapshots(&self) -> Result<Vec<SnapshotInfo>> {
+        let list = self.place.block_on(self.remote, self.table.snapshot_manager().list_all())?;
         Ok(list
             .iter()
             .map(|s| SnapshotInfo {
@@ -208,15 +389,9 @@ impl LakeTable {
             .collect())
     }
 
-    /// The merged (batch) state at `snapshot` (latest when None), with the snapshot id read.
-    /// An empty table (no snapshot yet) reads as no rows and snapshot None.
-    pub fn read(&self, function: &'static str, snapshot: Option<i64>) -> Result<(Option<i64>, Vec<Batch60>)> {
-        self.read_where(function, snapshot, None)
-    }
-
     /// `key IN keys` as a Paimon predicate, when the key column is an integer type (other
     /// types are not narrowed: the caller filters exactly anyway).
-    fn key_filter(&self, key: &str, keys: &[i64]) -> Option<paimon::spec::Predicate> {
+    fn key_filter(&self, key: &str, keys: &[i64]) -> Option<Predicate> {
         use paimon::spec::{DataType, Datum, PredicateBuilder};
         let fields = self.table.schema().fields();
         let field = fields.iter().find(|f| f.name() == key)?;
@@ -230,60 +405,261 @@ impl LakeTable {
         PredicateBuilder::new(fields).is_in(key, keys.iter().filter_map(|&k| datum(k)).collect()).ok()
     }
 
-    /// Like `read`, narrowed to the rows whose `key` column is in `keys` when given. Paimon uses
-    /// the predicate to skip data files by their key statistics (a primary-key predicate is
-    /// safe under merge-on-read: every version of a key carries the key); it may still return
-    /// other rows, so the caller filters exactly.
-    pub fn read_where(
+    /// Which snapshot a read of `snapshot` (latest when None) means; None: the table has none.
+    fn target_snapshot(&self, snapshot: Option<i64>) -> Result<Option<i64>> {
+        let latest = self.latest_snapshot()?;
+        match (snapshot, latest) {
+            (None, last) => Ok(last),
+            (Some(id), Some(last)) if (1..=last).contains(&id) => Ok(Some(id)),
+            (Some(id), Some(last)) => Err(self.place.err(format!("snapshot {id} does not exist (latest is {last})"))),
+            (Some(id), None) => {
+                Err(self.place.err(format!("snapshot {id} does not exist (the table has no snapshot)")))
+            }
+        }
+    }
+
+    /// Plans a read of the merged (batch) state at `snapshot` (latest when None): which splits
+    /// to read, narrowed to the rows whose `key` column is in `keys` when given, and only the
+    /// `columns` named (all when None). Paimon uses a key predicate to skip data files by their
+    /// key statistics (safe under merge-on-read: every version of a key carries the key); it
+    /// may still return other rows, so the caller filters exactly.
+    pub fn scan(
         &self,
-        function: &'static str,
         snapshot: Option<i64>,
         keys: Option<(&str, &[i64])>,
-    ) -> Result<(Option<i64>, Vec<Batch60>)> {
-        let latest = self.latest_snapshot(function)?;
-        let target = match (snapshot, latest) {
-            (None, None) => return Ok((None, Vec::new())),
-            (None, Some(last)) => last,
-            (Some(id), Some(last)) if (1..=last).contains(&id) => id,
-            (Some(id), Some(last)) => {
-                return Err(self.err(function, format!("snapshot {id} does not exist (latest is {last})")))
-            }
-            (Some(id), None) => {
-                return Err(self.err(function, format!("snapshot {id} does not exist (the table has no snapshot)")))
-            }
+        columns: Option<Vec<String>>,
+    ) -> Result<Scan> {
+        let Some(target) = self.target_snapshot(snapshot)? else {
+            return Ok(Scan {
+                snapshot: None,
+                table: None,
+                splits: Vec::new(),
+                columns,
+                filter: None,
+                place: self.place.clone(),
+                remote: self.remote,
+            });
         };
-        // first-row keeps the earliest row per key; Paimon's batch scan would skip uncompacted
-        // level-0 files for it, which hides rows never compacted: read every file instead.
-        let first_row = self.options().get("merge-engine").is_some_and(|e| e == "first-row");
-        let batches = block_on(async {
-            let pinned = self
-                .table
+        let filter = keys.and_then(|(key, keys)| self.key_filter(key, keys));
+        let table = &self.table;
+        let (pinned, splits) = self.place.block_on(self.remote, async {
+            let pinned = table
                 .copy_with_time_travel_strict(HashMap::from([("scan.snapshot-id".to_string(), target.to_string())]))
                 .await?;
             let mut rb = pinned.new_read_builder();
-            if let Some(filter) = keys.and_then(|(key, keys)| self.key_filter(key, keys)) {
-                rb.with_filter(filter);
+            if let Some(filter) = &filter {
+                rb.with_filter(filter.clone());
             }
-            let scan = if first_row { rb.new_scan().with_scan_all_files() } else { rb.new_scan() };
-            let plan = scan.plan().await?;
-            rb.new_read()?.to_arrow(plan.splits())?.try_collect::<Vec<_>>().await
+            let plan = full_state(rb.new_scan(), pinned.schema().options()).plan().await?;
+            let splits = plan.splits().to_vec();
+            Ok((pinned, splits))
+        })?;
+        Ok(Scan {
+            snapshot: Some(target),
+            table: Some(pinned),
+            splits,
+            columns,
+            filter,
+            place: self.place.clone(),
+            remote: self.remote,
         })
-        .map_err(|e| self.err(function, e))?
-        .map_err(|e| self.err(function, e))?;
-        let converted = batches.iter().map(to_arrow60).collect::<std::result::Result<Vec<_>, _>>();
-        Ok((Some(target), converted.map_err(|e| self.err(function, e))?))
     }
 
-    /// Every change of snapshot `id` alone (its changelog, or its delta when the table produces
-    /// none), with a leading `rowkind` column (`+I`, `-U`, `+U`, `-D`).
-    pub fn changes_of(&self, function: &'static str, id: i64) -> Result<Vec<Batch60>> {
-        let batches = block_on(async {
-            let rb = self.table.new_read_builder();
-            let plan = rb.new_incremental_scan(IncrementalScanMode::Auto, id - 1, id).plan().await?;
-            rb.new_read()?.to_audit_log_arrow(&plan)?.try_collect::<Vec<_>>().await
-        })
-        .map_err(|e| self.err(function, e))?
-        .map_err(|e| self.err(function, e))?;
-        batches.iter().map(to_arrow60).collect::<std::result::Result<Vec<_>, _>>().map_err(|e| self.err(function, e))
+    /// Every change of snapshots `from..=to`, in commit order, each batch with its snapshot
+    /// id: the snapshot's changelog, or its delta when the table produces none, with a leading
+    /// `rowkind` column (`+I`, `-U`, `+U`, `-D`). Read on one thread (order matters), streamed.
+    pub fn changes(&self, from: i64, to: i64) -> BatchStream<(i64, Batch60)> {
+        let (tx, mut stream) = BatchStream::channel(2);
+        let table = self.table.clone();
+        let place = self.place.clone();
+        let remote = self.remote;
+        spawn_reader(&self.place, &mut stream, tx, move |tx| {
+            for id in from..=to {
+                let sent = run_stream(&place, remote, &tx, |batch| Ok((id, batch)), async {
+                    let rb = table.new_read_builder();
+                    let plan = rb.new_incremental_scan(IncrementalScanMode::Auto, id - 1, id).plan().await?;
+                    rb.new_read()?.to_audit_log_arrow(&plan)
+                });
+                if !sent {
+                    return;
+                }
+            }
+        });
+        stream
     }
+}
+
+/// The scan that yields a table's full merged state. Paimon's batch scan skips level-0 files
+/// where it can read compacted levels alone: for first-row (it keeps the earliest row, so
+/// uncompacted rows would be hidden) and for deletion-vector tables (whose batch view is
+/// "compacted rows only") that would not be the state a bounded streaming read reaches, so
+/// every file is read and merged instead.
+fn full_state<'a>(
+    scan: paimon::table::TableScan<'a>,
+    options: &HashMap<String, String>,
+) -> paimon::table::TableScan<'a> {
+    let first_row = options.get("merge-engine").is_some_and(|e| e == "first-row");
+    let dv = options.get("deletion-vectors.enabled").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    if first_row || dv {
+        scan.with_scan_all_files()
+    } else {
+        scan
+    }
+}
+
+/// A planned read: the splits of one snapshot, ready to be read in parallel.
+pub struct Scan {
+    /// The snapshot read (None: the table has no snapshot, so no rows).
+    pub snapshot: Option<i64>,
+    table: Option<Table>,
+    splits: Vec<DataSplit>,
+    columns: Option<Vec<String>>,
+    filter: Option<Predicate>,
+    place: Place,
+    remote: bool,
+}
+
+impl Scan {
+    pub fn splits(&self) -> usize {
+        self.splits.len()
+    }
+
+    /// Reads the splits on up to `threads` reader threads, each split whole on one thread.
+    pub fn stream(self, threads: usize) -> BatchStream<Batch60> {
+        let threads = threads.clamp(1, self.splits.len().max(1));
+        let (tx, mut stream) = BatchStream::channel(threads + 1);
+        let Some(table) = self.table else { return stream };
+        let shared = Arc::new((table, self.splits, self.columns, self.filter, AtomicUsize::new(0)));
+        for _ in 0..threads {
+            let shared = shared.clone();
+            let place = self.place.clone();
+            let remote = self.remote;
+            spawn_reader(&self.place, &mut stream, tx.clone(), move |tx| {
+                let (table, splits, columns, filter, next) = &*shared;
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(split) = splits.get(i) else { return };
+                    let sent = run_stream(&place, remote, &tx, Ok, async {
+                        let mut rb = table.new_read_builder();
+                        if let Some(columns) = columns {
+                            let names: Vec<&str> = columns.iter().map(String::as_str).collect();
+                            rb.with_projection(&names)?;
+                        }
+                        if let Some(filter) = filter {
+                            rb.with_filter(filter.clone());
+                        }
+                        rb.new_read()?.to_arrow(std::slice::from_ref(split))
+                    });
+                    if !sent {
+                        return;
+                    }
+                }
+            });
+        }
+        stream
+    }
+}
+
+/// Batches read by reader threads, in the order they arrive. Dropping it stops the readers
+/// (they notice at their next batch); nothing waits for them.
+pub struct BatchStream<T> {
+    rx: Receiver<Result<T>>,
+    cancel: Arc<AtomicBool>,
+    failed: Option<Error>,
+}
+
+impl<T> BatchStream<T> {
+    fn channel(capacity: usize) -> (Sender<T>, BatchStream<T>) {
+        let (tx, rx) = sync_channel(capacity);
+        let cancel = Arc::new(AtomicBool::new(false));
+        (Sender { tx, cancel: cancel.clone() }, BatchStream { rx, cancel, failed: None })
+    }
+}
+
+impl<T> Iterator for BatchStream<T> {
+    type Item = Result<T>;
+    fn next(&mut self) -> Option<Result<T>> {
+        if let Some(e) = self.failed.take() {
+            return Some(Err(e));
+        }
+        self.rx.recv().ok()
+    }
+}
+
+impl<T> Drop for BatchStream<T> {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+struct Sender<T> {
+    tx: SyncSender<Result<T>>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Self {
+        Sender { tx: self.tx.clone(), cancel: self.cancel.clone() }
+    }
+}
+
+/// Starts a reader thread that sends into `tx`. A thread that cannot start is reported as the
+/// stream's first item, so a short read never passes for a complete one.
+fn spawn_reader<T: Send + 'static>(
+    place: &Place,
+    stream: &mut BatchStream<T>,
+    tx: Sender<T>,
+    work: impl FnOnce(Sender<T>) + Send + 'static,
+) {
+    let started = std::thread::Builder::new().name("streamhouse-lake".into()).spawn(move || work(tx));
+    if let Err(e) = started {
+        stream.failed.get_or_insert_with(|| place.err(format!("cannot start a reader thread: {e}")));
+    }
+}
+
+/// Drives one paimon-rust batch stream on a fresh current-thread runtime, sending each batch
+/// (converted to Arrow 60 and mapped by `wrap`) to the consumer. False when the reader should
+/// stop: the consumer is gone or cancelled, or an error was sent.
+fn run_stream<T>(
+    place: &Place,
+    remote: bool,
+    tx: &Sender<T>,
+    wrap: impl Fn(Batch60) -> Result<T>,
+    open: impl std::future::Future<Output = paimon::Result<paimon::table::ArrowRecordBatchStream>>,
+) -> bool {
+    let send = |item: Result<T>| !tx.cancel.load(Ordering::Relaxed) && tx.tx.send(item).is_ok();
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return send(Err(place.err(e))) && false,
+    };
+    rt.block_on(async {
+        let opened = if remote {
+            match tokio::time::timeout(REMOTE_TIMEOUT, open).await {
+                Ok(r) => r,
+                Err(_) => {
+                    return send(Err(
+                        place.err(format!("object storage did not answer within {}s", REMOTE_TIMEOUT.as_secs()))
+                    )) && false
+                }
+            }
+        } else {
+            open.await
+        };
+        let mut batches = match opened {
+            Ok(s) => s,
+            Err(e) => return send(Err(place.paimon_err(e))) && false,
+        };
+        while let Some(batch) = batches.next().await {
+            let item = match batch {
+                Ok(b) if b.num_rows() == 0 => continue,
+                Ok(b) => to_arrow60(&b).map_err(|e| place.err(e)).and_then(&wrap),
+                Err(e) => Err(place.paimon_err(e)),
+            };
+            let failed = item.is_err();
+            if !send(item) || failed {
+                return false;
+            }
+        }
+        true
+    })
 }

@@ -20,7 +20,7 @@ use crate::delta::{Delta, Group, Mart};
 use crate::dupcheck;
 use crate::error::{clean_duckdb_message, Error, Result};
 use crate::handoff::{self, Contents, Parcel, Part};
-use crate::sandbox::Sandbox;
+use crate::lake::Access;
 use crate::schema::{Place, Probe, COUNTS, FACT, MART, META};
 use crate::serving::{self, in_transaction, not_built, now_micros, ResolvedSource};
 
@@ -424,9 +424,9 @@ pub fn warm(conn: &Connection) {
     }
 }
 
-pub fn refresh(conn: &Connection, raw: &str, sandbox: &Sandbox) -> Result<RefreshSummary> {
+pub fn refresh(conn: &Connection, raw: &str, access: &Access) -> Result<RefreshSummary> {
     let started = Instant::now();
-    let src = serving::resolve(conn, raw, true, sandbox)?;
+    let src = serving::resolve(conn, raw, true, access)?;
     let applied = in_transaction(conn, || apply(conn, &src, src.lake_snapshot, started))
         .map_err(|e| serving::explain_load_failure(conn, e))?;
     remember_mart(applied.generation, applied.mart);

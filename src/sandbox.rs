@@ -1,8 +1,8 @@
 //! DuckDB's file sandbox, applied to the files we read ourselves (Paimon tables).
 //!
 //! DuckDB's own readers refuse a path when `enable_external_access` is false and the path is
-//! neither under one of `allowed_directories` nor one of `allowed_paths`; remote paths are
-//! refused outright. Files that DuckDB reads for us (Parquet/CSV/JSON sources run on our
+//! neither under one of `allowed_directories` nor one of `allowed_paths`; a remote path only
+//! under a remote prefix listed there. Files that DuckDB reads for us (Parquet/CSV/JSON sources run on our
 //! connection) are checked by DuckDB itself, since those settings are global. paimon-rust
 //! opens files behind DuckDB's back, so every lake function checks here first, with the
 //! settings as they stand when the caller's statement is bound.
@@ -23,10 +23,7 @@ pub struct Sandbox {
     pub allowed_paths: Vec<String>,
 }
 
-/// Schemes DuckDB treats as remote; with external access off they are always refused.
-fn is_remote(path: &str) -> bool {
-    path.find("://").is_some_and(|i| !path[..i].eq_ignore_ascii_case("file") && i > 1)
-}
+use crate::lake::is_remote;
 
 /// `..` and `.` removed lexically from an absolute path (for paths that do not exist).
 fn normalize(path: &Path) -> PathBuf {
@@ -63,7 +60,24 @@ fn resolve(path: &Path) -> PathBuf {
     lexical
 }
 
+impl Default for Sandbox {
+    fn default() -> Sandbox {
+        Sandbox::open()
+    }
+}
+
 impl Sandbox {
+    /// A remote path is allowed, like DuckDB's, when an allowed directory or path is a remote
+    /// prefix of it (e.g. `s3://bucket/lake/`) and it has no `..` segment to climb out with.
+    fn permits_remote(&self, path: &str) -> bool {
+        let climbs = path.split('/').any(|seg| seg == ".." || seg == ".");
+        !climbs
+            && self.allowed_directories.iter().chain(&self.allowed_paths).any(|d| {
+                is_remote(d)
+                    && (path == d.trim_end_matches('/') || path.starts_with(&format!("{}/", d.trim_end_matches('/'))))
+            })
+    }
+
     /// No restriction (external access on): what DuckDB does by default.
     pub fn open() -> Sandbox {
         Sandbox { external_access: true, allowed_directories: Vec::new(), allowed_paths: Vec::new() }
@@ -105,8 +119,11 @@ impl Sandbox {
         if path.len() > crate::lake::MAX_PATH {
             return false;
         }
+        if is_remote(path) {
+            return self.permits_remote(path);
+        }
         let local = path.strip_prefix("file://").unwrap_or(path);
-        !is_remote(path) && !local.contains('\0') && self.permits_resolved(&resolve(Path::new(local)))
+        !local.contains('\0') && self.permits_resolved(&resolve(Path::new(local)))
     }
 
     /// The error DuckDB's readers give, naming the setting and what is allowed.
@@ -131,9 +148,12 @@ impl Sandbox {
         if self.external_access {
             return Ok(());
         }
+        if is_remote(dir) {
+            // Object storage has no symlinks: the prefix decides.
+            return if self.permits_remote(dir) { Ok(()) } else { Err(self.denied(function, dir)) };
+        }
         let local = dir.strip_prefix("file://").unwrap_or(dir);
         if local.len() > crate::lake::MAX_PATH
-            || is_remote(dir)
             || local.contains('\0')
             || !self.inside_allowed_directory(&resolve(Path::new(local)))
         {
@@ -197,6 +217,9 @@ mod tests {
         std::fs::remove_file(&link).unwrap();
         assert!(s.check_tree("t", allowed.to_str().unwrap()).is_ok());
         assert!(!s.permits("s3://bucket/t"));
+        let remote = locked(&["s3://bucket/lake/"], &[]);
+        assert!(remote.permits("s3://bucket/lake/db.db/t") && remote.check_tree("t", "s3://bucket/lake/t").is_ok());
+        assert!(!remote.permits("s3://bucket/lake/../other") && !remote.permits("s3://bucket/lakehouse/t"));
         assert!(!locked(&[], &[]).permits(allowed.to_str().unwrap()));
         let exact = locked(&[], &[other.to_str().unwrap()]);
         assert!(exact.permits(&format!("{}/../other", allowed.display())));

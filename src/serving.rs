@@ -11,11 +11,10 @@ use duckdb::Connection;
 
 use crate::dupcheck;
 use crate::error::{clean_duckdb_message, Error, Result};
-use crate::lake::{self, LakeTable};
+use crate::lake::{Access, LakeTable};
 use crate::quote;
-use crate::sandbox::Sandbox;
 use crate::schema::{self, Place, SourceColumns, FACT, MART, META};
-use crate::source::Source;
+use crate::source::{Origin, Source};
 
 /// The one row serving_build returns.
 #[derive(Debug, Clone, Default)]
@@ -71,13 +70,13 @@ pub struct ResolvedSource {
 
 /// Resolves a source string. A Paimon source is read and staged into a temp table of our own
 /// connection (replaced by the next staging).
-pub fn resolve(conn: &Connection, raw: &str, allow_deleted: bool, sandbox: &Sandbox) -> Result<ResolvedSource> {
-    if let Some(path) = lake::paimon_path(raw, sandbox)? {
-        return resolve_lake(conn, raw, &path, allow_deleted, sandbox);
-    }
-    let source = Source::parse(raw)?;
+pub fn resolve(conn: &Connection, raw: &str, allow_deleted: bool, access: &Access) -> Result<ResolvedSource> {
+    let source = match Origin::of(raw, &access.sandbox)? {
+        Origin::Lake(path) => return resolve_lake(conn, raw, &path, allow_deleted, access),
+        Origin::Relation(source) => source,
+    };
     if let Source::File { path, .. } = &source {
-        refuse_special_file(raw, path, sandbox)?;
+        refuse_special_file(raw, path, &access.sandbox)?;
     }
     let relation = source.relation_sql();
     let described = describe(conn, raw, &relation)?;
@@ -88,7 +87,7 @@ pub fn resolve(conn: &Connection, raw: &str, allow_deleted: bool, sandbox: &Sand
 /// A FIFO as a source would block DuckDB's reader forever (and a device never ends): refuse
 /// anything but a regular file, before DuckDB opens it. Globs and paths the sandbox forbids are
 /// left to DuckDB (which matches only files, or refuses with its own message).
-fn refuse_special_file(raw: &str, path: &str, sandbox: &Sandbox) -> Result<()> {
+fn refuse_special_file(raw: &str, path: &str, sandbox: &crate::sandbox::Sandbox) -> Result<()> {
     if path.contains(['*', '?', '[']) || path.contains("://") || !sandbox.permits(path) {
         return Ok(());
     }
@@ -137,28 +136,27 @@ fn resolve_lake(
     raw: &str,
     path: &str,
     allow_deleted: bool,
-    sandbox: &Sandbox,
+    access: &Access,
 ) -> Result<ResolvedSource> {
     const FUNCTION: &str = "serving";
-    let table = LakeTable::open(FUNCTION, path, sandbox)?;
-    let schema = table.schema(FUNCTION)?;
+    let table = LakeTable::open(FUNCTION, path, access)?;
+    let schema = table.schema()?;
     let described: Vec<(String, String)> =
         schema.fields().iter().map(|f| (f.name().clone(), duckdb_type_name(f.data_type()))).collect();
     let mut columns = schema::match_columns(raw, &described, false)?;
-    let since = if allow_deleted { built_lake_snapshot(conn, path, sandbox)? } else { None };
+    let since = if allow_deleted { built_lake_snapshot(conn, path, access)? } else { None };
     let arrow_failed = |e: duckdb::arrow::error::ArrowError| Error::DuckDb {
         context: format!("serving: staging Paimon table '{path}'"),
         message: e.to_string(),
     };
     // For a refresh: the keys changed between the snapshot the mart reflects and the latest
     // one, so that only data files that may hold them are read.
-    let (snapshot, batches, changed) = match since {
-        None => {
-            let (snapshot, batches) = table.read(FUNCTION, None)?;
-            (snapshot, batches, Vec::new())
-        }
+    let wanted = [&columns.order_id, &columns.company, &columns.order_day, &columns.revenue];
+    let projection: Vec<String> = wanted.iter().map(|c| c.to_string()).collect();
+    let (scan, changed) = match since {
+        None => (table.scan(None, None, Some(projection))?, Vec::new()),
         Some(since) => {
-            let latest = table.latest_snapshot(FUNCTION)?;
+            let latest = table.latest_snapshot()?;
             if since > 0 && latest.is_none_or(|l| l < since) {
                 return Err(Error::Lake {
                     function: "serving_refresh",
@@ -172,8 +170,9 @@ fn resolve_lake(
             }
             let key = schema.index_of(&columns.order_id).expect("matched column exists") + 1; // after rowkind
             let mut changed: Vec<i64> = Vec::new();
-            for id in (since + 1)..=latest.unwrap_or(since) {
-                for batch in table.changes_of(FUNCTION, id)? {
+            if let Some(latest) = latest.filter(|&l| l > since) {
+                for item in table.changes(since + 1, latest) {
+                    let (_, batch) = item?;
                     let keys =
                         duckdb::arrow::compute::cast(batch.column(key), &DataType::Int64).map_err(arrow_failed)?;
                     let keys = keys.as_any().downcast_ref::<Int64Array>().expect("cast to Int64");
@@ -182,11 +181,10 @@ fn resolve_lake(
             }
             changed.sort_unstable();
             changed.dedup();
-            let (snapshot, batches) = table.read_where(FUNCTION, latest, Some((&columns.order_id, &changed)))?;
-            (snapshot, batches, changed)
+            (table.scan(latest, Some((&columns.order_id, &changed)), Some(projection))?, changed)
         }
     };
-    let wanted = [&columns.order_id, &columns.company, &columns.order_day, &columns.revenue];
+    let snapshot = scan.snapshot;
     let indices: Vec<usize> = wanted.iter().map(|n| schema.index_of(n).expect("matched column exists")).collect();
     let ddl = indices
         .iter()
@@ -196,8 +194,10 @@ fn resolve_lake(
     let failed = |e: duckdb::Error| Error::duckdb(format!("serving: staging Paimon table '{path}'"), &e);
     conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {LAKE_STAGE} ({ddl})")).map_err(failed)?;
     let mut appender = conn.appender(LAKE_STAGE).map_err(failed)?;
-    for batch in batches {
-        appender.append_record_batch(batch.project(&indices).map_err(arrow_failed)?).map_err(failed)?;
+    // The reader projects to exactly the wanted columns, in that order; read in parallel on
+    // DuckDB's thread count, appended as the batches arrive.
+    for batch in scan.stream(reader_threads(conn)) {
+        appender.append_record_batch(batch?).map_err(failed)?;
     }
     appender.flush().map_err(failed)?;
     drop(appender);
@@ -229,18 +229,27 @@ fn resolve_lake(
     Ok(ResolvedSource { raw: raw.into(), relation: LAKE_CHANGES.into(), columns, lake_snapshot: snapshot })
 }
 
+/// DuckDB's `threads` setting as our connection sees it (global, so the caller's too).
+fn reader_threads(conn: &Connection) -> usize {
+    conn.query_row("SELECT current_setting('threads')::BIGINT", [], |r| r.get::<_, i64>(0))
+        .map_or(1, |n| n.max(1) as usize)
+}
+
 const LAKE_KEYS: &str = "__sh_lake_keys";
 const LAKE_CHANGES: &str = "__sh_lake_changes";
 
 /// The lake snapshot the serving layer reflects (0: built from the table while it had none).
 /// A lake refresh must read the same Paimon table the serving layer was built from.
-fn built_lake_snapshot(conn: &Connection, path: &str, sandbox: &Sandbox) -> Result<Option<i64>> {
+fn built_lake_snapshot(conn: &Connection, path: &str, access: &Access) -> Result<Option<i64>> {
     let (snapshot, source): (Option<i64>, Option<String>) = conn
         .query_row(&format!("SELECT lake_snapshot, source FROM {META}"), [], |r| Ok((r.get(0)?, r.get(1)?)))
         .map_err(|e| not_built("serving_refresh", e))?;
     let refuse = |why: String| Error::DuckDb { context: "serving_refresh".into(), message: why };
-    let same_dir = |a: &str, b: &str| std::path::absolute(a).ok() == std::path::absolute(b).ok();
-    match source.as_deref().and_then(|s| lake::paimon_path(s, sandbox).ok().flatten()) {
+    let same_dir = |a: &str, b: &str| {
+        let (a, b) = (a.trim_end_matches('/'), b.trim_end_matches('/'));
+        a == b || std::path::absolute(a).ok() == std::path::absolute(b).ok()
+    };
+    match source.as_deref().and_then(|s| Origin::lake_path(s, &access.sandbox)) {
         None => Err(refuse(format!(
             "the serving layer was built from '{}', not from a Paimon table; run serving_build('paimon:{path}') first",
             source.unwrap_or_default()
@@ -415,11 +424,11 @@ pub fn build_from(conn: &Connection, place: &Place, src: &ResolvedSource, lake_s
 /// Where a build loads the new fact before it replaces fct_orders.
 const STAGED_FACT: &str = "__streamhouse_fct_orders_new";
 
-pub fn build(conn: &Connection, raw: &str, sandbox: &Sandbox) -> Result<BuildSummary> {
+pub fn build(conn: &Connection, raw: &str, access: &Access) -> Result<BuildSummary> {
     let started = Instant::now();
     // Resolved before the transaction: a Paimon source's staged rows must survive a rollback so
     // that explain_load_failure can point at the offending row.
-    let src = resolve(conn, raw, false, sandbox)?;
+    let src = resolve(conn, raw, false, access)?;
     in_transaction(conn, || {
         let place = current_place(conn)?;
         build_from(conn, &place, &src, src.lake_snapshot)?;

@@ -91,6 +91,9 @@ pub struct Session {
     pub follower: Mutex<Option<crate::follow::Follower>>,
     /// The last reconcile's outcome, for when the writer was busy and it could not be stored.
     pub reconciled: Mutex<Option<crate::refresh::Reconciled>>,
+    /// The storage options last given for a Paimon source (path, options), kept in memory only
+    /// so that refresh, follow and status reach the table a build reached; never persisted.
+    lake_options: Mutex<Option<(String, crate::lake::LakeOptions)>>,
 }
 
 /// What each registered function receives as extra info.
@@ -153,6 +156,7 @@ impl Session {
             unsettled: AtomicBool::new(false),
             follower: Mutex::new(None),
             reconciled: Mutex::new(None),
+            lake_options: Mutex::new(None),
         });
         EXIT_HOOK.call_once(|| {
             // SAFETY: registering a plain `extern "C" fn()` with the C runtime.
@@ -348,6 +352,23 @@ impl Session {
     }
 
     /// Released, or the process is exiting: either way nothing may use DuckDB through us.
+    /// How a call reaches the Paimon table `source` names: with the options it gives (then
+    /// remembered for that table), or else with those last given for the same table.
+    pub fn lake_access(&self, access: &crate::lake::Access, source: &str) -> crate::lake::Access {
+        let Some(path) = crate::source::Origin::lake_path(source, &access.sandbox) else { return access.clone() };
+        let mut memo = self.lake_options.lock().unwrap_or_else(|p| p.into_inner());
+        if !access.options.is_empty() {
+            *memo = Some((path, access.options.clone()));
+            return access.clone();
+        }
+        match &*memo {
+            Some((p, options)) if *p == path => {
+                crate::lake::Access { sandbox: access.sandbox.clone(), options: options.clone() }
+            }
+            _ => access.clone(),
+        }
+    }
+
     pub fn is_released(&self) -> bool {
         self.released.load(Ordering::SeqCst) || EXITING.load(Ordering::SeqCst)
     }

@@ -1,9 +1,58 @@
-//! What a `serving_build` / `serving_refresh` source string means, decided without touching
-//! the database: a (qualified) table or view name, or a file path / glob DuckDB can read.
-//! Anything else is refused, so a source string can never carry SQL of its own.
+//! What a `serving_build` / `serving_refresh` / `serving_follow` source string means, decided
+//! here and nowhere else, without touching the database: a Paimon table (`paimon:<path>`, an
+//! object-storage prefix with no file extension, or a local directory holding `schema/`), a
+//! (qualified) table or view name, or a file path / glob DuckDB reads itself. Anything else is
+//! refused, so a source string can never carry SQL of its own.
 
 use crate::error::{Error, Result};
+use crate::lake::is_remote;
 use crate::quote;
+use crate::sandbox::Sandbox;
+
+/// Where a source's rows come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A Paimon table, read by our lake reader: its path (local or `s3://...`).
+    Lake(String),
+    /// A relation DuckDB reads on our connection.
+    Relation(Source),
+}
+
+impl Origin {
+    /// Decides what `raw` means. The filesystem is looked at (is this directory a Paimon table?)
+    /// only where the sandbox allows; a path it forbids that is not a file source (those DuckDB
+    /// checks itself) is refused here, naming the setting.
+    pub fn of(raw: &str, sandbox: &Sandbox) -> Result<Origin> {
+        if let Some(rest) = raw.trim_start().strip_prefix("paimon:") {
+            return Ok(Origin::Lake(rest.trim().to_string()));
+        }
+        let s = raw.trim();
+        if is_remote(s) && format_of(s).is_none() && !s.contains(['*', '?', '[']) {
+            return Ok(Origin::Lake(s.to_string()));
+        }
+        if !sandbox.permits(s) {
+            let file_like = Source::parse(s).is_ok();
+            let path_like = s.contains('/') || s.contains('\\');
+            if path_like && !file_like {
+                return Err(sandbox.denied("serving", s));
+            }
+        } else {
+            let p = std::path::Path::new(s);
+            if p.is_dir() && p.join("schema").is_dir() {
+                return Ok(Origin::Lake(s.to_string()));
+            }
+        }
+        Source::parse(raw).map(Origin::Relation)
+    }
+
+    /// The Paimon table a source string names, if it names one (and the sandbox lets us see).
+    pub fn lake_path(raw: &str, sandbox: &Sandbox) -> Option<String> {
+        match Origin::of(raw, sandbox) {
+            Ok(Origin::Lake(path)) => Some(path),
+            _ => None,
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileFormat {
@@ -160,6 +209,19 @@ mod tests {
             assert!(Source::parse(bad).is_err(), "{bad} should be refused");
         }
         assert!(Source::parse("/tmp/x.txt").is_err());
+    }
+
+    #[test]
+    fn lake_origins() {
+        let open = Sandbox::open();
+        let lake = |p: &str| Origin::Lake(p.to_string());
+        assert_eq!(Origin::of("paimon: /wh/t ", &open).unwrap(), lake("/wh/t"));
+        assert_eq!(Origin::of("s3://b/wh/db.db/t", &open).unwrap(), lake("s3://b/wh/db.db/t"));
+        assert_eq!(
+            Origin::of("s3://b/o.parquet", &open).unwrap(),
+            Origin::Relation(Source::File { path: "s3://b/o.parquet".into(), format: FileFormat::Parquet })
+        );
+        assert_eq!(Origin::of("orders", &open).unwrap(), Origin::Relation(Source::Table(vec!["orders".into()])));
     }
 
     #[test]

@@ -1,15 +1,73 @@
-//! Output side of the lake table functions: Arrow record batches emitted into DuckDB data
-//! chunks, at most one vector (2048 rows) at a time.
+//! The shared pieces of the lake table functions: their path/snapshot/options arguments, the
+//! columns they declare, and the emission of streamed Arrow batches into DuckDB data chunks
+//! (at most one vector, 2048 rows, per chunk; several DuckDB threads may pull at once).
 
 use std::sync::Mutex;
 
 use duckdb::arrow::record_batch::RecordBatch;
-use duckdb::core::DataChunkHandle;
-use duckdb::vtab::{record_batch_to_duckdb_data_chunk, to_duckdb_logical_type, BindInfo};
+use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
+use duckdb::vtab::{record_batch_to_duckdb_data_chunk, to_duckdb_logical_type, BindInfo, Value};
 
 use crate::error::{Error, Result};
+use crate::lake::LakeOptions;
 
 const CHUNK: usize = 2048;
+
+/// The `path` argument (the first, VARCHAR) of a lake function.
+pub fn path_param(bind: &BindInfo, function: &'static str) -> Result<String> {
+    let v = bind.get_parameter(0);
+    if v.is_null() {
+        return Err(Error::NullArgument { function, parameter: "path" });
+    }
+    super::rows::text_arg(&v, function, "path")
+}
+
+pub fn snapshot_param(bind: &BindInfo, name: &str) -> Option<i64> {
+    bind.get_named_parameter(name).filter(|v| !v.is_null()).map(|v| v.to_int64())
+}
+
+/// `options := MAP {'s3.endpoint': ..., ...}`: storage options in Paimon's own keys.
+pub const OPTIONS: &str = "options";
+
+pub fn options_type() -> LogicalTypeHandle {
+    let varchar = LogicalTypeHandle::from(LogicalTypeId::Varchar);
+    LogicalTypeHandle::map(&varchar, &varchar)
+}
+
+/// The `options` named parameter (empty when absent or NULL). Keys and values must be non-NULL
+/// text; a value is never echoed back, since it may be a secret.
+pub fn options_param(bind: &BindInfo, function: &'static str) -> Result<LakeOptions> {
+    let Some(v) = bind.get_named_parameter(OPTIONS).filter(|v| !v.is_null()) else {
+        return Ok(LakeOptions::default());
+    };
+    const _: () = assert!(std::mem::size_of::<Value>() == std::mem::size_of::<duckdb::ffi::duckdb_value>());
+    // SAFETY: `Value` wraps exactly one `duckdb_value` pointer (asserted above), borrowed here;
+    // each key/value handle DuckDB returns is owned by a `Value` that destroys it.
+    let raw = unsafe { *(&v as *const Value as *const duckdb::ffi::duckdb_value) };
+    let bad = |problem: String| Error::BadArgument { function, parameter: OPTIONS, value: String::new(), problem };
+    let size = unsafe { duckdb::ffi::duckdb_get_map_size(raw) };
+    let mut pairs = Vec::new();
+    for i in 0..size {
+        let key = Value::from(unsafe { duckdb::ffi::duckdb_get_map_key(raw, i) });
+        let value = Value::from(unsafe { duckdb::ffi::duckdb_get_map_value(raw, i) });
+        if key.is_null() {
+            return Err(bad("an option key is NULL".into()));
+        }
+        let key = super::rows::text_arg(&key, function, OPTIONS)?;
+        if value.is_null() {
+            return Err(bad(format!("option '{key}' is NULL")));
+        }
+        let value = super::rows::text_arg(&value, function, OPTIONS)
+            .map_err(|_| bad(format!("option '{key}' holds a NUL character")))?;
+        pairs.push((key, value));
+    }
+    Ok(LakeOptions::new(pairs))
+}
+
+/// DuckDB's `threads` setting for the statement being bound: how many splits are read at once.
+pub fn threads(bind: &BindInfo) -> usize {
+    bind.get_config_option("threads").map(|v| v.to_int64()).filter(|&n| n > 0).map_or(1, |n| n as usize)
+}
 
 /// Declares one DuckDB column per Arrow field.
 pub fn declare(bind: &BindInfo, function: &'static str, schema: &duckdb::arrow::datatypes::Schema) -> Result<()> {
@@ -29,27 +87,59 @@ pub fn declare(bind: &BindInfo, function: &'static str, schema: &duckdb::arrow::
     Ok(())
 }
 
+type Source = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
+
+struct Cursor {
+    source: Source,
+    current: Option<RecordBatch>,
+    offset: usize,
+}
+
+/// Batches pulled from a stream as DuckDB asks for rows. The lock is held only to cut the next
+/// slice (and to wait for the next batch); the conversion into DuckDB's vectors runs unlocked,
+/// so several DuckDB threads convert at once.
 pub struct Batches {
-    batches: Vec<RecordBatch>,
-    /// (batch index, row offset) of the next row to emit.
-    cursor: Mutex<(usize, usize)>,
+    cursor: Mutex<Cursor>,
 }
 
 impl Batches {
-    pub fn new(batches: Vec<RecordBatch>) -> Self {
-        Batches { batches: batches.into_iter().filter(|b| b.num_rows() > 0).collect(), cursor: Mutex::new((0, 0)) }
+    pub fn new(source: impl Iterator<Item = Result<RecordBatch>> + Send + 'static) -> Self {
+        Batches { cursor: Mutex::new(Cursor { source: Box::new(source), current: None, offset: 0 }) }
+    }
+
+    pub fn empty() -> Self {
+        Self::new(std::iter::empty())
+    }
+
+    fn next_slice(&self) -> Result<Option<RecordBatch>> {
+        let mut c = self.cursor.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(batch) = &c.current {
+                if c.offset < batch.num_rows() {
+                    let len = (batch.num_rows() - c.offset).min(CHUNK);
+                    let slice = batch.slice(c.offset, len);
+                    c.offset += len;
+                    return Ok(Some(slice));
+                }
+            }
+            match c.source.next() {
+                Some(batch) => {
+                    c.current = Some(batch?);
+                    c.offset = 0;
+                }
+                None => {
+                    c.current = None;
+                    return Ok(None);
+                }
+            }
+        }
     }
 
     pub fn emit(&self, output: &mut DataChunkHandle) -> std::result::Result<(), Box<dyn std::error::Error>> {
-        let mut cursor = self.cursor.lock().unwrap_or_else(|p| p.into_inner());
-        let (index, offset) = *cursor;
-        let Some(batch) = self.batches.get(index) else {
-            output.set_len(0);
-            return Ok(());
-        };
-        let len = (batch.num_rows() - offset).min(CHUNK);
-        record_batch_to_duckdb_data_chunk(&batch.slice(offset, len), output)?;
-        *cursor = if offset + len == batch.num_rows() { (index + 1, 0) } else { (index, offset + len) };
+        match self.next_slice()? {
+            Some(slice) => record_batch_to_duckdb_data_chunk(&slice, output)?,
+            None => output.set_len(0),
+        }
         Ok(())
     }
 }

@@ -1,4 +1,4 @@
-//! `paimon_changelog(path VARCHAR [, from_snapshot := BIGINT])`: the bounded streaming view of
+//! `paimon_changelog(path VARCHAR [, from_snapshot := BIGINT] [, options := MAP])`: the bounded streaming view of
 //! a Paimon table: every change from the first snapshot (or `from_snapshot`) to the latest, in
 //! commit order, as `(snapshot_id, row_kind, <table columns>)`. It stops at the latest snapshot.
 
@@ -11,19 +11,16 @@ use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
 use super::lake_batches::{self, Batches};
-use super::paimon_scan::{path_param, snapshot_param};
 use super::rows::sandbox;
 use crate::error::Error;
-use crate::lake::LakeTable;
-use crate::sandbox::Sandbox;
+use crate::lake::{Access, LakeTable};
 
 const NAME: &str = "paimon_changelog";
 
 pub struct PaimonChangelog;
 
 pub struct Bind {
-    path: String,
-    sandbox: Sandbox,
+    table: LakeTable,
     from: Option<i64>,
     schema: Arc<Schema>,
 }
@@ -40,40 +37,38 @@ impl VTab for PaimonChangelog {
     type InitData = Batches;
 
     fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
-        let path = path_param(bind, NAME)?;
-        let sandbox = sandbox(bind);
-        let table = LakeTable::open(NAME, &path, &sandbox)?;
-        let schema = output_schema(&*table.schema(NAME)?);
+        let path = lake_batches::path_param(bind, NAME)?;
+        let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME)? };
+        let table = LakeTable::open(NAME, &path, &access)?;
+        let schema = output_schema(&*table.schema()?);
         lake_batches::declare(bind, NAME, &schema)?;
-        Ok(Bind { path, sandbox, from: snapshot_param(bind, "from_snapshot"), schema })
+        Ok(Bind { table, from: lake_batches::snapshot_param(bind, "from_snapshot"), schema })
     }
 
     fn init(init: &InitInfo) -> Result<Batches, Box<dyn std::error::Error>> {
         // SAFETY: bind stored a boxed `Bind` before init runs; DuckDB frees it after execution.
         let bind = unsafe { &*init.get_bind_data::<Bind>() };
-        let table = LakeTable::open(NAME, &bind.path, &bind.sandbox)?;
-        let snapshots = table.snapshots(NAME)?;
+        let snapshots = bind.table.snapshots()?;
         let (Some(first), Some(last)) = (snapshots.first().map(|s| s.id), snapshots.last().map(|s| s.id)) else {
-            return Ok(Batches::new(Vec::new()));
+            return Ok(Batches::empty());
         };
         let from = bind.from.unwrap_or(first);
         if from < first || from > last {
             return Err(Box::new(Error::Lake {
                 function: NAME,
-                path: bind.path.clone(),
+                path: bind.table.path().to_string(),
                 problem: format!("from_snapshot {from} is outside the table's snapshots {first}..{last}"),
             }));
         }
-        let mut out = Vec::new();
-        for id in from..=last {
-            for batch in table.changes_of(NAME, id)? {
-                // The audit log is `rowkind` followed by the table's columns.
-                let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![id; batch.num_rows()]))];
-                columns.extend(batch.columns().iter().cloned());
-                out.push(RecordBatch::try_new(bind.schema.clone(), columns)?);
-            }
-        }
-        Ok(Batches::new(out))
+        let schema = bind.schema.clone();
+        Ok(Batches::new(bind.table.changes(from, last).map(move |item| {
+            let (id, batch) = item?;
+            // The audit log is `rowkind` followed by the table's columns.
+            let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![id; batch.num_rows()]))];
+            columns.extend(batch.columns().iter().cloned());
+            RecordBatch::try_new(schema.clone(), columns)
+                .map_err(|e| Error::DuckDb { context: NAME.into(), message: e.to_string() })
+        })))
     }
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {
@@ -85,6 +80,9 @@ impl VTab for PaimonChangelog {
     }
 
     fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
-        Some(vec![("from_snapshot".into(), LogicalTypeHandle::from(LogicalTypeId::Bigint))])
+        Some(vec![
+            ("from_snapshot".into(), LogicalTypeHandle::from(LogicalTypeId::Bigint)),
+            (lake_batches::OPTIONS.into(), lake_batches::options_type()),
+        ])
     }
 }

@@ -1,59 +1,112 @@
-//! `paimon_scan(path VARCHAR [, snapshot := BIGINT])`: the merged (batch) state of the Paimon
-//! table at `path`, latest snapshot or the one asked for, merge engine applied by Paimon.
+//! `paimon_scan(path VARCHAR [, snapshot := BIGINT] [, options := MAP])`: the merged (batch)
+//! state of the Paimon table at `path` (a directory or `s3://...`), latest snapshot or the one
+//! asked for, merge engine applied by Paimon. The table is opened once, at bind; init plans
+//! the splits of the snapshot and reads them in parallel, only the columns the query uses.
 
+use std::sync::Arc;
+
+use duckdb::arrow::array::{ArrayRef, Int64Array};
+use duckdb::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use duckdb::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
 use super::lake_batches::{self, Batches};
 use super::rows::sandbox;
 use crate::error::Error;
-use crate::lake::LakeTable;
-use crate::sandbox::Sandbox;
+use crate::lake::{Access, LakeTable};
 
 const NAME: &str = "paimon_scan";
 
 pub struct PaimonScan;
 
 pub struct Bind {
-    path: String,
-    sandbox: Sandbox,
+    table: LakeTable,
+    schema: SchemaRef,
     snapshot: Option<i64>,
+    threads: usize,
 }
 
-pub fn path_param(bind: &BindInfo, function: &'static str) -> Result<String, Error> {
-    let v = bind.get_parameter(0);
-    if v.is_null() {
-        return Err(Error::NullArgument { function, parameter: "path" });
-    }
-    super::rows::text_arg(&v, function, "path")
-}
-
-pub fn snapshot_param(bind: &BindInfo, name: &str) -> Option<i64> {
-    bind.get_named_parameter(name).filter(|v| !v.is_null()).map(|v| v.to_int64())
+/// What DuckDB asks for, column by column: a table column, or a row id it only counts.
+fn projection(indices: &[u64], columns: usize) -> Vec<Option<usize>> {
+    indices.iter().map(|&i| usize::try_from(i).ok().filter(|&i| i < columns)).collect()
 }
 
 impl VTab for PaimonScan {
     type BindData = Bind;
     type InitData = Batches;
 
-    // Bind reads only the table's schema file (no side effects), to tell DuckDB the columns.
+    // Bind reads only the table's schema (no side effects), to tell DuckDB the columns.
     fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
-        let path = path_param(bind, NAME)?;
-        let sandbox = sandbox(bind);
-        let table = LakeTable::open(NAME, &path, &sandbox)?;
-        lake_batches::declare(bind, NAME, &*table.schema(NAME)?)?;
-        Ok(Bind { path, sandbox, snapshot: snapshot_param(bind, "snapshot") })
+        let path = lake_batches::path_param(bind, NAME)?;
+        let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME)? };
+        let table = LakeTable::open(NAME, &path, &access)?;
+        let schema = table.schema()?;
+        lake_batches::declare(bind, NAME, &schema)?;
+        Ok(Bind {
+            table,
+            schema,
+            snapshot: lake_batches::snapshot_param(bind, "snapshot"),
+            threads: lake_batches::threads(bind),
+        })
     }
 
     fn init(init: &InitInfo) -> Result<Batches, Box<dyn std::error::Error>> {
         // SAFETY: bind stored a boxed `Bind` before init runs; DuckDB frees it after execution.
         let bind = unsafe { &*init.get_bind_data::<Bind>() };
-        let (_, batches) = LakeTable::open(NAME, &bind.path, &bind.sandbox)?.read(NAME, bind.snapshot)?;
-        Ok(Batches::new(batches))
+        let wanted = projection(&init.get_column_indices(), bind.schema.fields().len());
+        let mut names: Vec<String> = Vec::new();
+        for &i in wanted.iter().flatten() {
+            let name = bind.schema.field(i).name();
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        if names.is_empty() {
+            // Only rows are counted: read the narrowest thing that still yields every row.
+            names.push(bind.table.first_key_column().unwrap_or_else(|| bind.schema.field(0).name().clone()));
+        }
+        let scan = bind.table.scan(bind.snapshot, None, Some(names.clone()))?;
+        let threads = bind.threads.min(scan.splits()).max(1);
+        init.set_max_threads(threads as u64);
+        let stream = scan.stream(threads);
+        let positions: Vec<Option<usize>> = wanted
+            .iter()
+            .map(|w| w.map(|i| names.iter().position(|n| n == bind.schema.field(i).name()).unwrap_or(0)))
+            .collect();
+        if positions.iter().enumerate().all(|(k, p)| *p == Some(k)) && positions.len() == names.len() {
+            return Ok(Batches::new(stream));
+        }
+        // A row-id column (count(*)) or a column asked twice: lay each batch out as DuckDB asked.
+        Ok(Batches::new(stream.map(move |batch| {
+            let batch = batch?;
+            let mut fields = Vec::with_capacity(positions.len());
+            let mut columns: Vec<ArrayRef> = Vec::with_capacity(positions.len());
+            for p in &positions {
+                match p {
+                    Some(p) => {
+                        fields.push(batch.schema().field(*p).clone());
+                        columns.push(batch.column(*p).clone());
+                    }
+                    None => {
+                        fields.push(Field::new("rowid", DataType::Int64, false));
+                        columns.push(Arc::new(Int64Array::from(vec![0i64; batch.num_rows()])));
+                    }
+                }
+            }
+            let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+            RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options).map_err(|e| {
+                Error::DuckDb { context: NAME.into(), message: format!("laying out the projected columns: {e}") }
+            })
+        })))
     }
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {
         func.get_init_data().emit(output)
+    }
+
+    fn supports_pushdown() -> bool {
+        true
     }
 
     fn parameters() -> Option<Vec<LogicalTypeHandle>> {
@@ -61,6 +114,9 @@ impl VTab for PaimonScan {
     }
 
     fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
-        Some(vec![("snapshot".into(), LogicalTypeHandle::from(LogicalTypeId::Bigint))])
+        Some(vec![
+            ("snapshot".into(), LogicalTypeHandle::from(LogicalTypeId::Bigint)),
+            (lake_batches::OPTIONS.into(), lake_batches::options_type()),
+        ])
     }
 }

@@ -1,4 +1,4 @@
-//! `paimon_snapshots(path VARCHAR)`: one row per snapshot of a Paimon table: id, commit time,
+//! `paimon_snapshots(path VARCHAR [, options := MAP])`: one row per snapshot of a Paimon table: id, commit time,
 //! commit kind and Paimon's record counts (file-level totals, not merged rows).
 
 use duckdb::core::LogicalTypeId;
@@ -23,11 +23,12 @@ impl RowsFunction for PaimonSnapshots {
         ("changelog_records", LogicalTypeId::Bigint),
     ];
     const ROLE: Role = Role::Reader;
+    const LAKE_OPTIONS: bool = true;
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
-        let table = LakeTable::open(Self::NAME, &ctx.call.arg, &ctx.call.sandbox)?;
+        let table = LakeTable::open(Self::NAME, &ctx.call.arg, &ctx.call.access)?;
         Ok(table
-            .snapshots(Self::NAME)?
+            .snapshots()?
             .into_iter()
             .map(|s| {
                 vec![

@@ -9,6 +9,7 @@ use duckdb::vtab::{BindInfo, InitInfo, Value};
 use duckdb::Connection;
 
 use crate::error::{Error, Result};
+use crate::lake::Access;
 use crate::sandbox::Sandbox;
 use crate::session::{Role, SharedSession};
 
@@ -72,7 +73,8 @@ pub fn declare(bind: &BindInfo, columns: &[(&str, LogicalTypeId)]) {
 pub struct Call {
     pub arg: String,
     pub search_path: String,
-    pub sandbox: Sandbox,
+    /// The caller's sandbox and, for functions that read the lake, the storage options.
+    pub access: Access,
     /// Named parameters in the order the function declares them (DuckDB's text form).
     pub named: Vec<Option<String>>,
 }
@@ -91,7 +93,12 @@ pub fn bind_call(bind: &BindInfo, function: &'static str, name: Option<&'static 
         None => String::new(),
     };
     let search_path = bind.get_config_option("search_path").map(|v| v.to_string()).unwrap_or_default();
-    Ok(Call { arg, search_path, sandbox: sandbox(bind), named: Vec::new() })
+    Ok(Call {
+        arg,
+        search_path,
+        access: Access { sandbox: sandbox(bind), options: Default::default() },
+        named: Vec::new(),
+    })
 }
 
 /// The text of a VARCHAR argument. DuckDB's C API hands strings over NUL-terminated, so a NUL

@@ -25,9 +25,10 @@ impl RowsFunction for ServingBuild {
         ("elapsed_ms", LogicalTypeId::Double),
     ];
     const ROLE: Role = Role::Writer;
+    const LAKE_OPTIONS: bool = true;
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
-        let s = serving::build(ctx.conn, &ctx.call.arg, &ctx.call.sandbox)?;
+        let s = serving::build(ctx.conn, &ctx.call.arg, &ctx.session.lake_access(&ctx.call.access, &ctx.call.arg))?;
         refresh::warm(ctx.conn);
         Ok(vec![vec![
             s.fct_rows.into(),

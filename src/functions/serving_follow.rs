@@ -48,12 +48,15 @@ impl RowsFunction for ServingFollow {
     // The follower itself takes the writer; starting it only reads serving_meta.
     const ROLE: Role = Role::Reader;
     const NAMED: &'static [(&'static str, LogicalTypeId)] = &[("every", LogicalTypeId::Interval)];
+    const LAKE_OPTIONS: bool = true;
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
         let every = every(ctx)?;
         let source = ctx.call.arg.trim().to_string();
-        let path = follow::check_source(ctx.conn, &source, &ctx.call.sandbox)?;
-        let next = follow::start(ctx.session, source.clone(), path, every, ctx.call.search_path.clone())?;
+        let access = ctx.session.lake_access(&ctx.call.access, &source);
+        let path = follow::check_source(ctx.conn, &source, &access)?;
+        let next =
+            follow::start(ctx.session, source.clone(), path, every, ctx.call.search_path.clone(), access.options)?;
         // Swapped under the lock, stopped outside it: stopping waits for an apply in progress,
         // and serving_status must not wait for that.
         let old = ctx.session.follower.lock().unwrap_or_else(|p| p.into_inner()).replace(next);

@@ -27,9 +27,10 @@ impl RowsFunction for ServingRefresh {
         ("elapsed_ms", LogicalTypeId::Double),
     ];
     const ROLE: Role = Role::Writer;
+    const LAKE_OPTIONS: bool = true;
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
-        let s = refresh::refresh(ctx.conn, &ctx.call.arg, &ctx.call.sandbox)?;
+        let s = refresh::refresh(ctx.conn, &ctx.call.arg, &ctx.session.lake_access(&ctx.call.access, &ctx.call.arg))?;
         Ok(vec![vec![
             s.inserted.into(),
             s.updated.into(),

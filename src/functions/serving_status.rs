@@ -51,8 +51,11 @@ impl RowsFunction for ServingStatus {
             Some(f) => (Some(f.source.clone()), Some(f.every.as_millis() as i64), f.progress()),
             None => (None, None, follow::Progress::default()),
         };
-        let lag =
-            s.source.as_deref().map(|src| follow::lag(src, s.lake_snapshot, &ctx.call.sandbox)).unwrap_or_default();
+        let lag = s
+            .source
+            .as_deref()
+            .map(|src| follow::lag(src, s.lake_snapshot, &ctx.session.lake_access(&ctx.call.access, src)))
+            .unwrap_or_default();
         let ts = |v: Option<i64>| v.map_or(Cell::Null, Cell::Timestamp);
         Ok(vec![vec![
             ts(s.built_at),

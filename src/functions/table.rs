@@ -9,6 +9,7 @@ use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 use duckdb::Connection;
 
+use super::lake_batches;
 use super::rows::{self, Call, Cell, Ctx, DayRevenueRows, Rows};
 use crate::error::Result;
 use crate::serving::DayRevenue;
@@ -24,6 +25,8 @@ pub trait RowsFunction {
     const ROLE: Role;
     /// Named parameters; bind keeps each as DuckDB's text form of the value (or None).
     const NAMED: &'static [(&'static str, LogicalTypeId)] = &[];
+    /// Whether the function reads Paimon tables and so takes `options := MAP {...}`.
+    const LAKE_OPTIONS: bool = false;
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>>;
 }
 
@@ -51,6 +54,9 @@ impl<F: RowsFunction> VTab for Table<F> {
             .iter()
             .map(|(name, _)| bind.get_named_parameter(name).filter(|v| !v.is_null()).map(|v| v.to_string()))
             .collect();
+        if F::LAKE_OPTIONS {
+            call.access.options = lake_batches::options_param(bind, F::NAME)?;
+        }
         Ok(call)
     }
 
@@ -71,7 +77,11 @@ impl<F: RowsFunction> VTab for Table<F> {
     }
 
     fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
-        Some(F::NAMED.iter().map(|(n, t)| (n.to_string(), LogicalTypeHandle::from(*t))).collect())
+        let mut named: Vec<_> = F::NAMED.iter().map(|(n, t)| (n.to_string(), LogicalTypeHandle::from(*t))).collect();
+        if F::LAKE_OPTIONS {
+            named.push((lake_batches::OPTIONS.to_string(), lake_batches::options_type()));
+        }
+        Some(named)
     }
 }
 
