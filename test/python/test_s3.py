@@ -1,0 +1,597 @@
+"""Object storage (issue 10 item 3): Paimon tables on a real S3-compatible server the tests start on
+127.0.0.1 (moto's server mode, test/python/s3_server.py, signatures enforced), written there by
+pypaimon through its own S3 file IO (pyarrow's S3 client, the same Paimon option keys), read by
+every lake function and built/refreshed into the serving layer through `options := MAP {...}` or
+the standard AWS environment variables.
+
+Oracles: pypaimon's own read of the same S3 table, the rows written, the snapshot files as stored
+in the bucket (read with boto3), and conftest's pure-Python dashboard oracle — never the extension.
+
+Credentials are bound as a prepared parameter (`options := $2::MAP(VARCHAR, VARCHAR)`) in the
+leak checks: a binder error carries the statement's text (`LINE 1: ...`), so a secret written
+literally into the SQL would come back in DuckDB's own echo of the user's query, not through
+streamhouse. The checks look for the real secret, a distinctive wrong one and the access key in
+every error, in serving_status() and in serving_meta.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+import random
+import select
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+import duckdb
+import pyarrow as pa
+import pytest
+from conftest import connect, gen_rows, oracle, oracle_summary, sql_literal
+from lake_util import LakeTable, canon
+from paimon_write import create_table
+from pypaimon import CatalogFactory
+
+HERE = Path(__file__).resolve().parent
+BUCKET = "lake"
+WRONG_SECRET = "wrongSECRET-7f3c9d1e-do-not-leak-b8a2"
+ENV_KEYS = [
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT",
+    "AWS_S3_ENDPOINT",
+    "AWS_PROFILE",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+]
+ACCOUNTS = pa.schema([pa.field("id", pa.int32(), nullable=False), ("bal", pa.int32()), ("op", pa.string())])
+ORDERS = pa.schema(
+    [
+        pa.field("order_id", pa.int64(), nullable=False),
+        ("company", pa.string()),
+        ("order_day", pa.date32()),
+        ("revenue", pa.int64()),
+    ]
+)
+ORDER_COLS = ["order_id", "company", "order_day", "revenue"]
+
+
+@dataclass
+class S3:
+    endpoint: str
+    access_key: str
+    secret_key: str
+    region: str
+    catalog: object = None
+
+    def options(self, **override) -> dict:
+        """Paimon's own option keys, as the extension takes them."""
+        opts = {
+            "s3.endpoint": self.endpoint,
+            "s3.access-key": self.access_key,
+            "s3.secret-key": self.secret_key,
+            "s3.region": self.region,
+            "s3.path-style-access": "true",
+        }
+        opts.update(override)
+        return opts
+
+    def env(self) -> dict:
+        return {
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_REGION": self.region,
+            "AWS_ENDPOINT_URL": self.endpoint,
+        }
+
+    def secrets(self) -> dict:
+        return {
+            "the secret key": self.secret_key,
+            "the wrong secret key": WRONG_SECRET,
+            "the access key": self.access_key,
+        }
+
+    def path(self, table: str, bucket: str = BUCKET) -> str:
+        return f"s3://{bucket}/wh/db.db/{table}"
+
+    def boto(self):
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=self.region,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+        )
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """The server (its own process), AWS_* cleared in this process (and IMDS off: no credential
+    lookup may ever leave the loopback), and a pypaimon catalog on s3://lake/wh."""
+    mp = pytest.MonkeyPatch()
+    for k in ENV_KEYS:
+        mp.delenv(k, raising=False)
+    mp.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "s3_server.py"), BUCKET],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        line = proc.stdout.readline() if ready else ""
+        if not line:
+            proc.kill()
+            pytest.fail(f"the S3 server did not start: {proc.stderr.read()[-2000:]}", pytrace=False)
+        info = json.loads(line)
+        server = S3(info["endpoint"], info["access_key"], info["secret_key"], info["region"])
+        catalog_options = {"warehouse": f"s3://{BUCKET}/wh", **server.options()}
+        server.catalog = CatalogFactory.create(catalog_options)
+        server.catalog.create_database("db", ignore_if_exists=True)
+        yield server
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        mp.undo()
+
+
+def lake_table(s3: S3, name: str, schema: pa.Schema, pk: list[str], options: dict) -> LakeTable:
+    return LakeTable(create_table(s3.catalog, name, schema, pk, options), schema)
+
+
+def random_accounts(rng: random.Random, commits: int = 4) -> list[list[dict]]:
+    out = []
+    for c in range(commits):
+        rows = []
+        for k in rng.sample(range(60), 35):
+            if c and rng.random() < 0.15:
+                rows.append({"id": k, "bal": 0, "op": "-D"})
+            else:
+                rows.append({"id": k, "bal": rng.randint(-1000, 1000), "op": "+I" if c == 0 else "+U"})
+        out.append(rows)
+    return out
+
+
+@pytest.fixture(scope="module")
+def accounts(s3):
+    t = lake_table(
+        s3,
+        "accounts",
+        ACCOUNTS,
+        ["id"],
+        {"bucket": "2", "merge-engine": "deduplicate", "changelog-producer": "input", "rowkind.field": "op"},
+    )
+    for rows in random_accounts(random.Random(10)):
+        t.commit(rows)
+    return t
+
+
+def orders_table(s3: S3, name: str, rows) -> LakeTable:
+    t = lake_table(s3, name, ORDERS, ["order_id"], {"bucket": "2", "merge-engine": "deduplicate"})
+    t.commit([dict(zip(ORDER_COLS, r, strict=True)) for r in rows])
+    return t
+
+
+@pytest.fixture(scope="module")
+def orders(s3):
+    rows, _ = gen_rows(seed=31, n_rows=1500, n_companies=8, n_days=25)
+    return orders_table(s3, "orders", rows)
+
+
+# --- calling the extension -------------------------------------------------------------------
+
+
+def map_param(options: dict) -> dict:
+    """A Python value DuckDB binds as MAP(VARCHAR, VARCHAR)."""
+    return {"key": list(options), "value": list(options.values())}
+
+
+def q(con, sql: str, path: str, options: dict | None = None, **named):
+    """Runs `sql` with {src} replaced by `paimon_xxx($1[, named...][, options := $2])`-style args."""
+    extra = "".join(f", {k} := {int(v)}" for k, v in named.items())
+    params = [path]
+    if options is not None:
+        extra += ", options := $2::MAP(VARCHAR, VARCHAR)"
+        params.append(map_param(options))
+    return con.execute(sql.format(args=f"$1{extra}"), params).fetchall()
+
+
+def dicts(con, sql: str, path: str, options: dict | None = None, **named) -> list[dict]:
+    rows = q(con, sql, path, options, **named)
+    names = [d[0] for d in con.description]
+    return [dict(zip(names, r, strict=True)) for r in rows]
+
+
+def status(con) -> dict:
+    cur = con.execute("SELECT * FROM serving_status()")
+    return dict(zip([d[0] for d in cur.description], cur.fetchone(), strict=True))
+
+
+def build_s3(con, s3: S3, table: str, options: dict | None = None) -> dict:
+    return dicts(con, "SELECT * FROM serving_build({args})", "paimon:" + s3.path(table), options)[0]
+
+
+def refresh_s3(con, s3: S3, table: str, options: dict | None = None) -> dict:
+    return dicts(con, "SELECT * FROM serving_refresh({args})", "paimon:" + s3.path(table), options)[0]
+
+
+def served(con) -> tuple:
+    return (
+        con.execute("SELECT * FROM fct_orders ORDER BY order_id").fetchall(),
+        con.execute("SELECT * FROM mart_daily ORDER BY ALL").fetchall(),
+    )
+
+
+def status_and_meta_text(con) -> str:
+    return repr(con.execute("SELECT * FROM serving_status()").fetchall()) + repr(
+        con.execute("SELECT * FROM serving_meta").fetchall()
+    )
+
+
+def assert_no_secret(text: str, s3: S3, where: str) -> None:
+    for what, secret in s3.secrets().items():
+        assert secret not in text, f"{where} contains {what}: {text}"
+
+
+# --- reads equal pypaimon's ------------------------------------------------------------------
+
+
+def test_scan_equals_pypaimon(s3, accounts):
+    con = connect()
+    got = dicts(con, "SELECT * FROM paimon_scan({args})", s3.path("accounts"), s3.options())
+    assert got, "empty scan"
+    assert canon(got, ["id", "bal", "op"]) == canon(accounts.read(), ["id", "bal", "op"])
+    assert [d[0] for d in con.description] == ["id", "bal", "op"]
+
+
+def test_scan_with_options_as_a_map_literal(s3, accounts):
+    """The form a user types: MAP {'s3.endpoint': ..., ...} written into the statement."""
+    opts = ", ".join(f"{sql_literal(k)}: {sql_literal(v)}" for k, v in s3.options().items())
+    rows = connect().execute(
+        f"SELECT id, bal FROM paimon_scan({sql_literal(s3.path('accounts'))}, options := MAP {{{opts}}})"
+    )
+    assert sorted(rows.fetchall()) == canon(accounts.read(), ["id", "bal"])
+
+
+def test_time_travel_equals_pypaimon(s3, accounts):
+    con = connect()
+    for n in range(1, len(accounts.commits) + 1):
+        got = dicts(con, "SELECT * FROM paimon_scan({args})", s3.path("accounts"), s3.options(), snapshot=n)
+        want = accounts.read(**{"scan.snapshot-id": str(n)})
+        assert canon(got, ["id", "bal", "op"]) == canon(want, ["id", "bal", "op"]), f"snapshot {n}"
+
+
+def test_projection_and_count(s3, accounts):
+    con = connect()
+    bal = q(con, "SELECT bal FROM paimon_scan({args})", s3.path("accounts"), s3.options())
+    assert sorted(b for (b,) in bal) == sorted(r["bal"] for r in accounts.read())
+    count = q(con, "SELECT count(*) FROM paimon_scan({args})", s3.path("accounts"), s3.options())
+    assert count == [(len(accounts.read()),)]
+    some = q(con, "SELECT id FROM paimon_scan({args}) WHERE bal > 0", s3.path("accounts"), s3.options())
+    assert sorted(some) == sorted((r["id"],) for r in accounts.read() if r["bal"] > 0)
+
+
+def test_snapshots_equal_the_snapshot_files(s3, accounts):
+    con = connect()
+    got = q(
+        con,
+        "SELECT snapshot_id, epoch_ms(commit_time), commit_kind, total_records, delta_records, changelog_records "
+        "FROM paimon_snapshots({args}) ORDER BY snapshot_id",
+        s3.path("accounts"),
+        s3.options(),
+    )
+    client = s3.boto()
+    want = []
+    for n in range(1, len(accounts.commits) + 1):
+        body = client.get_object(Bucket=BUCKET, Key=f"wh/db.db/accounts/snapshot/snapshot-{n}")["Body"].read()
+        snap = json.loads(body)
+        want.append(
+            (
+                snap["id"],
+                snap["timeMillis"],
+                snap["commitKind"],
+                snap["totalRecordCount"],
+                snap["deltaRecordCount"],
+                snap.get("changelogRecordCount"),
+            )
+        )
+    assert got == want
+
+
+def test_changelog_equals_the_writes(s3, accounts):
+    """changelog-producer = input: each snapshot's changes are exactly the rows written in it, with
+    their row kind; replayed in order they are pypaimon's batch read."""
+    con = connect()
+    changes = q(
+        con,
+        "SELECT snapshot_id, row_kind, id, bal, op FROM paimon_changelog({args})",
+        s3.path("accounts"),
+        s3.options(),
+    )
+    by_snapshot: dict = {}
+    for snap, kind, id_, bal, op in changes:
+        by_snapshot.setdefault(snap, []).append((kind, id_, bal, op))
+    written = {
+        n + 1: sorted((r["op"], r["id"], r["bal"], r["op"]) for r in rows) for n, rows in enumerate(accounts.commits)
+    }
+    assert {k: sorted(v) for k, v in by_snapshot.items()} == written
+    state: dict = {}
+    for _snap, kind, id_, bal, op in changes:
+        if kind in ("+I", "+U"):
+            state[id_] = (id_, bal, op)
+        else:
+            state.pop(id_, None)
+    assert sorted(state.values()) == canon(accounts.read(), ["id", "bal", "op"])
+    later = q(con, "SELECT count(*) FROM paimon_changelog({args})", s3.path("accounts"), s3.options(), from_snapshot=3)
+    assert later == [(sum(len(rows) for rows in accounts.commits[2:]),)]
+
+
+# --- the serving layer from S3 ---------------------------------------------------------------
+
+
+def assert_dashboards(con, rows) -> None:
+    per_company, _ = oracle(rows)
+    for company, want in per_company.items():
+        got = con.execute("SELECT * FROM serving_dashboard(?)", [company]).fetchall()
+        assert got == want, company
+    assert con.execute("SELECT count(*) FROM serving_reconcile()").fetchone() == (0,)
+
+
+def merged_orders(t: LakeTable) -> list[tuple]:
+    return [tuple(r[c] for c in ORDER_COLS) for r in t.read()]
+
+
+def test_serving_build_from_s3(s3, orders):
+    con = connect()
+    rows = merged_orders(orders)
+    got = build_s3(con, s3, "orders", s3.options())
+    want = oracle_summary(rows)
+    assert {k: got[k] for k in want} == want
+    assert got["lake_snapshot"] == 1
+    assert got["source"] == "paimon:" + s3.path("orders")
+    assert_dashboards(con, rows)
+    st = status(con)
+    assert st["source"] == "paimon:" + s3.path("orders")
+    assert st["lake_snapshot"] == 1 and st["lake_latest_snapshot"] == 1 and st["lag_snapshots"] == 0
+    assert_no_secret(status_and_meta_text(con), s3, "serving_status/serving_meta after a build")
+
+
+def test_serving_refresh_after_a_new_commit(s3):
+    rows, companies = gen_rows(seed=32, n_rows=800, n_companies=6, n_days=15)
+    t = orders_table(s3, "orders_refresh", rows)
+    con = connect()
+    build_s3(con, s3, "orders_refresh", s3.options())
+    rng = random.Random(5)
+    changed = [
+        (oid, rng.choice(companies), day, rng.randint(-(10**6), 10**6)) for oid, _c, day, _r in rng.sample(rows, 60)
+    ]
+    new = [(10**15 + i, rng.choice(companies), rows[i][2], rng.randint(0, 999)) for i in range(25)]
+    t.commit([dict(zip(ORDER_COLS, r, strict=True)) for r in changed + new])
+    got = refresh_s3(con, s3, "orders_refresh", s3.options())
+    assert (got["inserted"], got["updated"], got["deleted"]) == (25, 60, 0)
+    assert got["lake_snapshot"] == 2
+    assert_dashboards(con, merged_orders(t))
+    again = refresh_s3(con, s3, "orders_refresh", s3.options())  # nothing new: nothing changes
+    assert (again["inserted"], again["updated"], again["deleted"]) == (0, 0, 0)
+    st = status(con)
+    assert st["refreshes"] == 2 and st["lake_snapshot"] == 2 and st["lag_snapshots"] == 0
+    assert_no_secret(status_and_meta_text(con), s3, "serving_status/serving_meta after refreshes")
+
+
+# --- credentials from the standard AWS environment variables ---------------------------------
+
+CHILD = r"""
+import base64, pickle, sys
+import duckdb
+ext, calls = pickle.loads(base64.b64decode(sys.stdin.read()))
+con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+con.execute("LOAD '" + ext.replace("'", "''") + "'")
+out = []
+for sql, params in calls:
+    try:
+        out.append(("rows", con.execute(sql, params).fetchall()))
+    except duckdb.Error as e:
+        out.append(("error", str(e)))
+sys.stdout.write(base64.b64encode(pickle.dumps(out)).decode())
+"""
+
+
+def run_child(ext: str, env: dict, calls: list) -> list:
+    """Runs the statements in a fresh process whose environment is `env` over a clean one."""
+    base = {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
+    p = subprocess.run(
+        [sys.executable, "-c", CHILD],
+        input=base64.b64encode(pickle.dumps((ext, calls))).decode(),
+        capture_output=True,
+        text=True,
+        env={**base, "AWS_EC2_METADATA_DISABLED": "true", **env},
+        timeout=120,
+    )
+    assert p.returncode == 0, f"child exited {p.returncode}: {p.stderr[-3000:]}"
+    return pickle.loads(base64.b64decode(p.stdout))
+
+
+def test_env_credentials_in_a_fresh_process(s3, accounts, orders, ext_path):
+    """AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_REGION / AWS_ENDPOINT_URL set before the
+    process starts, no options at all: every lake function and a lake build work."""
+    path = s3.path("accounts")
+    calls = [
+        ("SELECT id, bal, op FROM paimon_scan(?)", [path]),
+        ("SELECT count(*) FROM paimon_snapshots(?)", [path]),
+        ("SELECT count(*) FROM paimon_changelog(?)", [path]),
+        ("SELECT fct_rows, lake_snapshot FROM serving_build(?)", ["paimon:" + s3.path("orders")]),
+    ]
+    results = run_child(ext_path, s3.env(), calls)
+    for (sql, _), (kind, value) in zip(calls, results, strict=True):
+        assert kind == "rows", f"{sql}: {value}"
+    assert sorted(results[0][1]) == canon(accounts.read(), ["id", "bal", "op"])
+    assert results[1][1] == [(len(accounts.commits),)]
+    assert results[2][1] == [(sum(len(c) for c in accounts.commits),)]
+    assert results[3][1] == [(len(merged_orders(orders)), 1)]
+
+
+def test_env_credentials_set_in_process_before_connect(s3, accounts, monkeypatch):
+    for k, v in s3.env().items():
+        monkeypatch.setenv(k, v)
+    con = connect()  # a new database, LOADed after the variables are set
+    got = q(con, "SELECT id, bal, op FROM paimon_scan({args})", s3.path("accounts"))
+    assert sorted(got) == canon(accounts.read(), ["id", "bal", "op"])
+
+
+def test_wrong_env_secret_is_refused_without_leaking_it(s3, accounts, ext_path):
+    path = s3.path("accounts")
+    [(kind, value)] = run_child(ext_path, s3.env(), [("SELECT count(*) FROM paimon_snapshots(?)", [path])])
+    assert (kind, value) == ("rows", [(len(accounts.commits),)]), f"the right secret must work: {value}"
+    env = {**s3.env(), "AWS_SECRET_ACCESS_KEY": WRONG_SECRET}
+    calls = [
+        ("SELECT * FROM paimon_scan(?)", [path]),
+        ("SELECT * FROM paimon_snapshots(?)", [path]),
+        ("SELECT * FROM serving_build(?)", ["paimon:" + path]),
+    ]
+    for (sql, _), (kind, value) in zip(calls, run_child(ext_path, env, calls), strict=True):
+        assert kind == "error", f"{sql} succeeded with a wrong secret: {value}"
+        assert path in value, f"{sql}: the error does not name the path: {value}"
+        assert_no_secret(value, s3, f"{sql}'s error")
+
+
+# --- errors: clear, naming the path, never carrying a credential -----------------------------
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens once it is closed
+
+
+ERROR_CASES = {
+    # case: (table, bucket, options override)
+    "wrong_endpoint": ("orders", BUCKET, lambda s3: s3.options(**{"s3.endpoint": f"http://127.0.0.1:{closed_port()}"})),
+    "missing_bucket": ("orders", "no-such-bucket", lambda s3: s3.options()),
+    "missing_table": ("no_such_table", BUCKET, lambda s3: s3.options()),
+    "wrong_secret": ("orders", BUCKET, lambda s3: s3.options(**{"s3.secret-key": WRONG_SECRET})),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ERROR_CASES))
+def test_errors_name_the_path_and_hold_no_credential(s3, orders, case):
+    table, bucket, make_options = ERROR_CASES[case]
+    path = s3.path(table, bucket)
+    bad = make_options(s3)
+    con = connect()
+    build_s3(con, s3, "orders", s3.options())  # a good layer first: a failed call must not touch it
+    before = served(con)
+    calls = [
+        ("SELECT * FROM paimon_scan({args})", path, {}),
+        ("SELECT * FROM paimon_scan({args})", path, {"snapshot": 1}),
+        ("SELECT * FROM paimon_snapshots({args})", path, {}),
+        ("SELECT * FROM paimon_changelog({args})", path, {}),
+        ("SELECT * FROM serving_build({args})", "paimon:" + path, {}),
+    ]
+    if table == "orders" and bucket == BUCKET:  # the layer's own table, unreachable this time
+        calls.append(("SELECT * FROM serving_refresh({args})", "paimon:" + path, {}))
+    for sql, arg, named in calls:
+        with pytest.raises(duckdb.Error) as e:
+            q(con, sql, arg, bad, **named)
+        msg = str(e.value)
+        assert path in msg, f"{case}: {sql}: the error does not name {path}: {msg}"
+        assert_no_secret(msg, s3, f"{case}: {sql}'s error")
+    assert served(con) == before, f"{case}: a failed call changed the serving layer"
+    assert_no_secret(status_and_meta_text(con), s3, f"{case}: serving_status/serving_meta")
+
+
+def test_missing_bucket_and_table_say_what_is_missing(s3, orders):
+    con = connect()
+    with pytest.raises(duckdb.Error) as e:
+        q(con, "SELECT * FROM paimon_scan({args})", s3.path("orders", "no-such-bucket"), s3.options())
+    assert "bucket" in str(e.value).lower(), str(e.value)
+    with pytest.raises(duckdb.Error) as e:
+        q(con, "SELECT * FROM paimon_scan({args})", s3.path("no_such_table"), s3.options())
+    said = str(e.value).lower()
+    assert any(w in said for w in ("does not exist", "no such", "not found", "not a paimon table")), str(e.value)
+
+
+# --- DuckDB's sandbox refuses remote paths ---------------------------------------------------
+
+
+class ConnectionCounter:
+    """A TCP listener on 127.0.0.1 that counts connections (and answers none): the endpoint of
+    calls that must be refused before any request."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.count = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.count += 1
+            conn.close()
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
+        self.sock.close()
+
+
+SANDBOX = {
+    "external_access_off": lambda tmp: ["SET enable_external_access = false"],
+    "allowed_directories": lambda tmp: [
+        f"SET allowed_directories = [{sql_literal(str(tmp))}]",
+        "SET enable_external_access = false",
+    ],
+}
+
+
+@pytest.mark.parametrize("setting", sorted(SANDBOX))
+def test_sandbox_refuses_s3_paths(s3, orders, setting, tmp_path):
+    counter = ConnectionCounter()
+    try:
+        con = connect()
+        build_s3(con, s3, "orders", s3.options())  # before the lock-down
+        before = served(con)
+        for stmt in SANDBOX[setting](tmp_path):
+            con.execute(stmt)
+        path = s3.path("orders")
+        for options in (s3.options(), s3.options(**{"s3.endpoint": f"http://127.0.0.1:{counter.port}"})):
+            for sql, arg in [
+                ("SELECT * FROM paimon_scan({args})", path),
+                ("SELECT * FROM paimon_snapshots({args})", path),
+                ("SELECT * FROM paimon_changelog({args})", path),
+                ("SELECT * FROM serving_build({args})", "paimon:" + path),
+                ("SELECT * FROM serving_refresh({args})", "paimon:" + path),
+            ]:
+                with pytest.raises(duckdb.Error) as e:
+                    q(con, sql, arg, options)
+                msg = str(e.value)
+                assert "Permission Error" in msg and "enable_external_access" in msg, f"{sql}: {msg}"
+                assert_no_secret(msg, s3, f"{sql}'s refusal")
+        assert counter.count == 0, f"{counter.count} connection(s) reached the endpoint of refused calls"
+        assert served(con) == before
+    finally:
+        counter.close()
