@@ -174,7 +174,16 @@ impl Place {
 
     /// paimon-rust's error, with the features we refuse named in plain words.
     fn paimon_err(&self, e: paimon::Error) -> Error {
-        let text = e.to_string();
+        let full = e.to_string();
+        // Object-storage errors carry a backtrace of our reader's stack: noise to a SQL user.
+        let text = full.split("\nBacktrace:").next().unwrap_or(&full).trim_end();
+        let text = if text.contains("NoSuchBucket") {
+            format!("the bucket does not exist: {text}")
+        } else if text.contains("tcp connect error") || text.contains("dns error") {
+            format!("cannot reach the object-storage endpoint: {text}")
+        } else {
+            text.to_string()
+        };
         if text.contains("avro ocf") && text.contains("magic") {
             return self.err(format!(
                 "ORC manifests are not supported (a manifest file is not Avro; paimon-cpp writes ORC manifests \
@@ -340,7 +349,9 @@ impl LakeTable {
             return Err(place.err("not a Paimon table (it has no schema/ directory)"));
         }
         check_files(&dir).map_err(|problem| place.err(problem))?;
-        Ok(dir.to_string_lossy().into_owned())
+        // paimon-rust's local storage refuses `..` in a path: hand it the resolved directory.
+        let real = std::fs::canonicalize(&dir).map_err(|e| place.err(format!("cannot resolve the directory: {e}")))?;
+        Ok(real.to_string_lossy().into_owned())
     }
 
     pub fn path(&self) -> &str {
