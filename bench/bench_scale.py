@@ -33,6 +33,7 @@ Usage: bench_scale.py EXTENSION [--rows N] [--repeat N] [--quick] [--threads N] 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import shutil
@@ -40,6 +41,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -490,6 +492,11 @@ def main():
     ext = str(Path(args.extension).resolve())
     if not Path(ext).is_file():
         sys.exit(f"bench_scale: no extension at {ext}")
+    # Every reader loads one private copy: a rebuild of the artifact during the run cannot mix builds.
+    built = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(Path(ext).stat().st_mtime))
+    private = tempfile.mkdtemp(prefix="sh-bench-scale-")
+    atexit.register(shutil.rmtree, private, ignore_errors=True)
+    run_ext = shutil.copy2(ext, Path(private) / Path(ext).name)
 
     data, meta, cached = dataset(args.rows)
     if only == {"gen"}:
@@ -515,13 +522,20 @@ def main():
     )
     print(
         f"  artifact {ext} ({Path(ext).stat().st_size / 2**20:.0f} MiB, "
-        f"built {time.strftime('%Y-%m-%d %H:%M', time.localtime(Path(ext).stat().st_mtime))}); "
+        f"built {built.replace('T', ' ')}); "
         f"src at {src_commit}{' + uncommitted changes' if dirty else ''}; "
         f"threads {args.threads or 'default (' + str(os.cpu_count()) + ' cores)'}; {args.repeat} runs each"
     )
 
     def spec(sql, **kw):
-        return {"kind": "sql", "extension": ext, "sql": sql, "repeat": args.repeat, "threads": args.threads, **kw}
+        return {
+            "kind": "sql",
+            "extension": str(run_ext),
+            "sql": sql,
+            "repeat": args.repeat,
+            "threads": args.threads,
+            **kw,
+        }
 
     r, mismatches, failures = {}, [], []
 
@@ -731,7 +745,7 @@ def main():
                 "src_commit": src_commit,
                 "src_dirty": bool(dirty),
                 "artifact": ext,
-                "artifact_built": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(Path(ext).stat().st_mtime)),
+                "artifact_built": built,
                 "readers": {
                     k: {kk: v[kk] for kk in ("times", "median", "peak_rss_mb", "error") if kk in v}
                     for k, v in r.items()
