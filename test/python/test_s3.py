@@ -515,15 +515,22 @@ def test_errors_name_the_path_and_hold_no_credential(s3, orders, case):
     assert_no_secret(status_and_meta_text(con), s3, f"{case}: serving_status/serving_meta")
 
 
-def test_missing_bucket_and_table_say_what_is_missing(s3, orders):
-    con = connect()
+# case: words of which the error must hold at least one (lower case), beside the path
+SAYS = {
+    "wrong_endpoint": ("reach", "connect", "endpoint"),
+    "missing_bucket": ("bucket does not exist", "no such bucket", "nosuchbucket"),
+    "missing_table": ("no paimon table", "not a paimon table", "does not exist", "no such table"),
+    "wrong_secret": ("signature", "permission", "denied", "credential", "403"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SAYS))
+def test_errors_say_what_is_wrong(s3, orders, case):
+    table, bucket, make_options = ERROR_CASES[case]
     with pytest.raises(duckdb.Error) as e:
-        q(con, "SELECT * FROM paimon_scan({args})", s3.path("orders", "no-such-bucket"), s3.options())
-    assert "bucket" in str(e.value).lower(), str(e.value)
-    with pytest.raises(duckdb.Error) as e:
-        q(con, "SELECT * FROM paimon_scan({args})", s3.path("no_such_table"), s3.options())
+        q(connect(), "SELECT * FROM paimon_scan({args})", s3.path(table, bucket), make_options(s3))
     said = str(e.value).lower()
-    assert any(w in said for w in ("does not exist", "no such", "not found", "not a paimon table")), str(e.value)
+    assert any(w in said for w in SAYS[case]), f"{case}: {e.value}"
 
 
 # --- DuckDB's sandbox refuses remote paths ---------------------------------------------------
