@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -392,6 +393,70 @@ def test_serving_refresh_after_a_new_commit(s3):
     st = status(con)
     assert st["refreshes"] == 2 and st["lake_snapshot"] == 2 and st["lag_snapshots"] == 0
     assert_no_secret(status_and_meta_text(con), s3, "serving_status/serving_meta after refreshes")
+
+
+def wait_for(con, predicate, what: str, timeout: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        st = status(con)
+        if predicate(st):
+            return st
+        assert time.monotonic() < deadline, f"timed out waiting for {what}: {st}"
+        time.sleep(0.05)
+
+
+def follow_s3(con, s3: S3, table: str, options: dict) -> list:
+    return con.execute(
+        "SELECT * FROM serving_follow($1, every := INTERVAL '50 ms', options := $2::MAP(VARCHAR, VARCHAR))",
+        ["paimon:" + s3.path(table), map_param(options)],
+    ).fetchall()
+
+
+def test_serving_follow_from_s3(s3):
+    rows, companies = gen_rows(seed=33, n_rows=500, n_companies=5, n_days=10)
+    t = orders_table(s3, "orders_follow", rows)
+    con = connect()
+    build_s3(con, s3, "orders_follow", s3.options())
+    try:
+        follow_s3(con, s3, "orders_follow", s3.options())
+        rng = random.Random(8)
+        for n in (2, 3):
+            changed = [
+                (oid, rng.choice(companies), d, rng.randint(-999, 999)) for oid, _c, d, _r in rng.sample(rows, 40)
+            ]
+            t.commit([dict(zip(ORDER_COLS, r, strict=True)) for r in changed])
+            wait_for(con, lambda st, n=n: st["lake_snapshot"] == n, f"the follower to apply snapshot {n}")
+            assert_dashboards(con, merged_orders(t))
+        st = status(con)
+        assert st["following"] == "paimon:" + s3.path("orders_follow") and st["last_error"] is None
+        assert_no_secret(status_and_meta_text(con), s3, "serving_status/serving_meta while following")
+    finally:
+        unfollowed = con.execute("SELECT * FROM serving_unfollow()").fetchall()
+    assert_no_secret(repr(unfollowed), s3, "serving_unfollow")
+
+
+def test_serving_follow_with_a_wrong_secret_leaks_nothing(s3, orders):
+    """Refused at the call, or the follower's failed applies land in last_error: either way the
+    path is named and no credential is shown."""
+    con = connect()
+    build_s3(con, s3, "orders", s3.options())
+    before = served(con)
+    path = s3.path("orders")
+    try:
+        follow_s3(con, s3, "orders", s3.options(**{"s3.secret-key": WRONG_SECRET}))
+    except duckdb.Error as e:
+        assert path in str(e), str(e)
+        assert_no_secret(str(e), s3, "serving_follow's error")
+    else:
+        try:
+            st = wait_for(con, lambda st: st["last_error"] is not None, "the follower's error", timeout=30)
+            assert path in st["last_error"], st["last_error"]
+            assert_no_secret(status_and_meta_text(con), s3, "serving_status/serving_meta of a failing follower")
+        finally:
+            unfollowed = con.execute("SELECT * FROM serving_unfollow()").fetchall()
+        assert_no_secret(repr(unfollowed), s3, "serving_unfollow")
+    assert served(con) == before
+    assert_no_secret(status_and_meta_text(con), s3, "serving_status/serving_meta")
 
 
 # --- credentials from the standard AWS environment variables ---------------------------------
