@@ -148,11 +148,16 @@ struct Place {
     function: &'static str,
     path: String,
     secrets: Arc<Vec<String>>,
+    /// What the reader was doing, added to any error (e.g. reading across a schema change).
+    note: Option<String>,
 }
 
 impl Place {
     fn err(&self, problem: impl std::fmt::Display) -> Error {
-        let mut problem = problem.to_string();
+        let mut problem = match &self.note {
+            Some(note) => format!("{note}: {problem}"),
+            None => problem.to_string(),
+        };
         for secret in self.secrets.iter() {
             problem = problem.replace(secret.as_str(), "***");
         }
@@ -199,6 +204,8 @@ pub struct LakeTable {
     table: Table,
     place: Place,
     remote: bool,
+    /// Set when the table was opened as of one snapshot (with that snapshot's schema).
+    pinned: Option<i64>,
 }
 
 /// One row of `paimon_snapshots`.
@@ -296,7 +303,8 @@ impl LakeTable {
     pub fn open(function: &'static str, path: &str, access: &Access) -> Result<LakeTable> {
         let Access { sandbox, options } = access;
         let remote = is_remote(path);
-        let place = Place { function, path: path.replace('\0', "\\0"), secrets: Arc::new(options.secrets(path)) };
+        let place =
+            Place { function, path: path.replace('\0', "\\0"), secrets: Arc::new(options.secrets(path)), note: None };
         if path.contains('\0') {
             return Err(place.err("a path cannot contain a NUL character"));
         }
@@ -329,7 +337,7 @@ impl LakeTable {
                 })
             })?;
         refuse_unsupported(table.schema().options()).map_err(|p| place.err(p))?;
-        Ok(LakeTable { table, place, remote })
+        Ok(LakeTable { table, place, remote, pinned: None })
     }
 
     /// The local directory checks: it exists, is readable, holds a Paimon table, and nothing
@@ -416,8 +424,22 @@ impl LakeTable {
         PredicateBuilder::new(fields).is_in(key, keys.iter().filter_map(|&k| datum(k)).collect()).ok()
     }
 
+    /// The table as of snapshot `id`, with the schema that snapshot was written with (a time
+    /// travel must show the columns the table had then).
+    pub fn at(&self, id: i64) -> Result<LakeTable> {
+        let id = self.target_snapshot(Some(id))?.expect("an explicit snapshot is checked");
+        let pinned = self.place.block_on(
+            self.remote,
+            self.table.copy_with_time_travel_strict(HashMap::from([("scan.snapshot-id".to_string(), id.to_string())])),
+        )?;
+        Ok(LakeTable { table: pinned, place: self.place.clone(), remote: self.remote, pinned: Some(id) })
+    }
+
     /// Which snapshot a read of `snapshot` (latest when None) means; None: the table has none.
     fn target_snapshot(&self, snapshot: Option<i64>) -> Result<Option<i64>> {
+        if let (None, Some(id)) = (snapshot, self.pinned) {
+            return Ok(Some(id));
+        }
         let latest = self.latest_snapshot()?;
         match (snapshot, latest) {
             (None, last) => Ok(last),
@@ -485,7 +507,26 @@ impl LakeTable {
         let place = self.place.clone();
         let remote = self.remote;
         spawn_reader(&self.place, &mut stream, tx, move |tx| {
+            let current = table.schema().id();
             for id in from..=to {
+                // paimon-rust reads every snapshot's changes with the current schema; changes
+                // written under an earlier one may not map onto it, and the error says so.
+                let written = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .ok()
+                    .and_then(|rt| rt.block_on(table.snapshot_manager().get_snapshot(id)).ok())
+                    .map(|snapshot| snapshot.schema_id());
+                let place = Place {
+                    note: written.filter(|&w| w != current).map(|w| {
+                        format!(
+                            "reading the changes of snapshot {id}, written with schema {w} while the table now has \
+                             schema {current} (reading changes across a schema change such as a dropped or renamed \
+                             column is not supported)"
+                        )
+                    }),
+                    ..place.clone()
+                };
                 let sent = run_stream(&place, remote, &tx, |batch| Ok((id, batch)), async {
                     let rb = table.new_read_builder();
                     let plan = rb.new_incremental_scan(IncrementalScanMode::Auto, id - 1, id).plan().await?;

@@ -23,7 +23,6 @@ pub struct PaimonScan;
 pub struct Bind {
     table: LakeTable,
     schema: SchemaRef,
-    snapshot: Option<i64>,
     threads: usize,
 }
 
@@ -40,15 +39,13 @@ impl VTab for PaimonScan {
     fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
         let path = lake_batches::path_param(bind, NAME)?;
         let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME)? };
-        let table = LakeTable::open(NAME, &path, &access)?;
+        let mut table = LakeTable::open(NAME, &path, &access)?;
+        if let Some(id) = lake_batches::snapshot_param(bind, "snapshot") {
+            table = table.at(id)?;
+        }
         let schema = table.schema()?;
         lake_batches::declare(bind, NAME, &schema)?;
-        Ok(Bind {
-            table,
-            schema,
-            snapshot: lake_batches::snapshot_param(bind, "snapshot"),
-            threads: lake_batches::threads(bind),
-        })
+        Ok(Bind { table, schema, threads: lake_batches::threads(bind) })
     }
 
     fn init(init: &InitInfo) -> Result<Batches, Box<dyn std::error::Error>> {
@@ -66,7 +63,7 @@ impl VTab for PaimonScan {
             // Only rows are counted: read the narrowest thing that still yields every row.
             names.push(bind.table.first_key_column().unwrap_or_else(|| bind.schema.field(0).name().clone()));
         }
-        let scan = bind.table.scan(bind.snapshot, None, Some(names.clone()))?;
+        let scan = bind.table.scan(None, None, Some(names.clone()))?;
         let threads = bind.threads.min(scan.splits()).max(1);
         init.set_max_threads(threads as u64);
         let stream = scan.stream(threads);
