@@ -580,6 +580,37 @@ def test_errors_name_the_path_and_hold_no_credential(s3, orders, case):
     assert_no_secret(status_and_meta_text(con), s3, f"{case}: serving_status/serving_meta")
 
 
+ODD_OPTIONS = {  # options a user may get wrong, each carrying the wrong secret
+    "malformed_endpoint": {"s3.endpoint": "http://"},
+    "ftp_endpoint": {"s3.endpoint": "ftp://127.0.0.1:1"},
+    "path_style_perhaps": {"s3.path-style-access": "perhaps"},
+    "virtual_host_on_an_ip": {"s3.path-style-access": "false"},
+    "empty_region": {"s3.region": ""},
+    "misspelt_key": {"s3.secret.key.typo": WRONG_SECRET},
+}
+
+
+@pytest.mark.parametrize("case", sorted(ODD_OPTIONS))
+def test_odd_options_never_echo_a_secret(s3, accounts, case):
+    opts = s3.options(**{"s3.secret-key": WRONG_SECRET, **ODD_OPTIONS[case]})
+    try:
+        q(connect(), "SELECT count(*) FROM paimon_scan({args})", s3.path("accounts"), opts)
+    except duckdb.Error as e:
+        assert s3.path("accounts") in str(e), str(e)
+        assert_no_secret(str(e), s3, f"{case}: the error")
+    else:
+        pytest.fail(f"{case}: a wrong secret was accepted")
+
+
+def test_a_password_in_the_endpoint_url_is_not_echoed(s3, accounts):
+    """Beyond the option keys: `http://user:password@host` is a credential too (some S3 tools take
+    it); an error that quotes the endpoint URL must not carry its user info."""
+    opts = s3.options(**{"s3.endpoint": f"http://key:{WRONG_SECRET}@127.0.0.1:{closed_port()}"})
+    with pytest.raises(duckdb.Error) as e:
+        q(connect(), "SELECT count(*) FROM paimon_scan({args})", s3.path("accounts"), opts)
+    assert_no_secret(str(e.value), s3, "the error")
+
+
 # case: words of which the error must hold at least one (lower case), beside the path
 SAYS = {
     "wrong_endpoint": ("reach", "connect", "endpoint"),
