@@ -79,6 +79,8 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	cargo fmt --check
+	# --release shares build scripts (OpenSSL, aws-lc) with `make release` instead of rebuilding them.
+	cargo clippy --release --all-targets --locked -- -D warnings
 
 demo: release venv
 	$(PY) scripts/demo.py build/release/$(EXT)

@@ -141,6 +141,24 @@ fn without_userinfo(path: &str) -> String {
     }
 }
 
+/// Every `scheme://user:password@host` in a message (e.g. an endpoint quoted back by the storage
+/// layer) with its user info replaced.
+fn without_any_userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        out.push_str(&rest[..i + 3]);
+        rest = &rest[i + 3..];
+        let authority_end = rest.find(|c: char| c == '/' || c.is_whitespace()).unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@') {
+            out.push_str("***@");
+            rest = &rest[at + 1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Where a lake error happened: the SQL function, the table as the user named it, and the
 /// secrets no message may carry.
 #[derive(Clone)]
@@ -161,6 +179,7 @@ impl Place {
         for secret in self.secrets.iter() {
             problem = problem.replace(secret.as_str(), "***");
         }
+        let problem = without_any_userinfo(&problem);
         Error::Lake { function: self.function, path: without_userinfo(&self.path), problem }
     }
 
@@ -206,6 +225,8 @@ pub struct LakeTable {
     remote: bool,
     /// Set when the table was opened as of one snapshot (with that snapshot's schema).
     pinned: Option<i64>,
+    /// Why the table's rows cannot be read (a feature refused by name); its snapshots can be.
+    unreadable: Option<String>,
 }
 
 /// One row of `paimon_snapshots`.
@@ -243,8 +264,10 @@ fn to_arrow60(batch: &arrow_array::RecordBatch) -> std::result::Result<Batch60, 
 
 /// Refuses a table whose tree holds anything paimon-rust must not open: a FIFO (its open blocks
 /// forever), a socket or device (`/dev/zero` never ends), a symlink loop, or an oversized
-/// metadata file. Looks at file types and sizes only, and at the first bytes of manifests.
-fn check_files(dir: &Path) -> std::result::Result<(), String> {
+/// metadata file. Looks at file types and sizes only, and at the first bytes of manifests:
+/// returns why the table's data cannot be read (ORC manifests), if so — its snapshots can.
+fn check_files(dir: &Path) -> std::result::Result<Option<String>, String> {
+    let mut unreadable = None;
     let mut pending = vec![(dir.to_path_buf(), 0usize)];
     while let Some((d, depth)) = pending.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else { continue };
@@ -265,15 +288,18 @@ fn check_files(dir: &Path) -> std::result::Result<(), String> {
                 && ["schema", "snapshot"].iter().any(|m| p.parent().is_some_and(|parent| parent.ends_with(m)))
             {
                 return Err(format!("metadata file '{shown}' is {} bytes, more than Paimon ever writes", meta.len()));
-            } else if p.parent().is_some_and(|parent| parent.ends_with("manifest")) && is_orc(&p) {
-                return Err(format!(
+            } else if unreadable.is_none()
+                && p.parent().is_some_and(|parent| parent.ends_with("manifest"))
+                && is_orc(&p)
+            {
+                unreadable = Some(format!(
                     "ORC manifests are not supported: '{shown}' is an ORC file (paimon-cpp writes ORC manifests by \
                      default; paimon-rust reads Avro manifests only)"
                 ));
             }
         }
     }
-    Ok(())
+    Ok(unreadable)
 }
 
 fn is_orc(file: &Path) -> bool {
@@ -312,12 +338,12 @@ impl LakeTable {
             return Err(place.err(format!("the path is longer than {MAX_PATH} bytes")));
         }
         sandbox.check_tree(function, path)?;
-        let location = if remote {
+        let (location, orc) = if remote {
             let scheme = path.split("://").next().unwrap_or("").to_ascii_lowercase();
             if scheme != "s3" && scheme != "s3a" {
                 return Err(place.err(format!("the storage scheme '{scheme}://' is not supported (s3:// is)")));
             }
-            path.trim_end_matches('/').to_string()
+            (path.trim_end_matches('/').to_string(), None)
         } else {
             Self::check_local(&place, path)?
         };
@@ -336,13 +362,13 @@ impl LakeTable {
                     "not a Paimon table (no schema-N file under schema/)"
                 })
             })?;
-        refuse_unsupported(table.schema().options()).map_err(|p| place.err(p))?;
-        Ok(LakeTable { table, place, remote, pinned: None })
+        let unreadable = orc.or_else(|| refuse_unsupported(table.schema().options()).err());
+        Ok(LakeTable { table, place, remote, pinned: None, unreadable })
     }
 
     /// The local directory checks: it exists, is readable, holds a Paimon table, and nothing
     /// in its tree can hang or exhaust the reader.
-    fn check_local(place: &Place, path: &str) -> Result<String> {
+    fn check_local(place: &Place, path: &str) -> Result<(String, Option<String>)> {
         let dir: PathBuf = std::path::absolute(path).map_err(|e| place.err(e))?;
         match std::fs::metadata(&dir) {
             Ok(m) if m.is_dir() => {}
@@ -356,10 +382,18 @@ impl LakeTable {
         if !dir.join("schema").is_dir() {
             return Err(place.err("not a Paimon table (it has no schema/ directory)"));
         }
-        check_files(&dir).map_err(|problem| place.err(problem))?;
+        let unreadable = check_files(&dir).map_err(|problem| place.err(problem))?;
         // paimon-rust's local storage refuses `..` in a path: hand it the resolved directory.
         let real = std::fs::canonicalize(&dir).map_err(|e| place.err(format!("cannot resolve the directory: {e}")))?;
-        Ok(real.to_string_lossy().into_owned())
+        Ok((real.to_string_lossy().into_owned(), unreadable))
+    }
+
+    /// Refuses, naming the feature, a table whose rows this reader cannot read exactly.
+    pub fn check_readable(&self) -> Result<()> {
+        match &self.unreadable {
+            Some(why) => Err(self.place.err(why)),
+            None => Ok(()),
+        }
     }
 
     pub fn path(&self) -> &str {
@@ -432,7 +466,13 @@ impl LakeTable {
             self.remote,
             self.table.copy_with_time_travel_strict(HashMap::from([("scan.snapshot-id".to_string(), id.to_string())])),
         )?;
-        Ok(LakeTable { table: pinned, place: self.place.clone(), remote: self.remote, pinned: Some(id) })
+        Ok(LakeTable {
+            table: pinned,
+            place: self.place.clone(),
+            remote: self.remote,
+            pinned: Some(id),
+            unreadable: self.unreadable.clone(),
+        })
     }
 
     /// Which snapshot a read of `snapshot` (latest when None) means; None: the table has none.
@@ -462,6 +502,7 @@ impl LakeTable {
         keys: Option<(&str, &[i64])>,
         columns: Option<Vec<String>>,
     ) -> Result<Scan> {
+        self.check_readable()?;
         let Some(target) = self.target_snapshot(snapshot)? else {
             return Ok(Scan {
                 snapshot: None,
@@ -503,6 +544,10 @@ impl LakeTable {
     /// `rowkind` column (`+I`, `-U`, `+U`, `-D`). Read on one thread (order matters), streamed.
     pub fn changes(&self, from: i64, to: i64) -> BatchStream<(i64, Batch60)> {
         let (tx, mut stream) = BatchStream::channel(2);
+        if let Err(e) = self.check_readable() {
+            stream.failed = Some(e);
+            return stream;
+        }
         let table = self.table.clone();
         let place = self.place.clone();
         let remote = self.remote;
@@ -682,16 +727,18 @@ fn run_stream<T>(
     let send = |item: Result<T>| !tx.cancel.load(Ordering::Relaxed) && tx.tx.send(item).is_ok();
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
-        Err(e) => return send(Err(place.err(e))) && false,
+        Err(e) => {
+            send(Err(place.err(e)));
+            return false;
+        }
     };
     rt.block_on(async {
         let opened = if remote {
             match tokio::time::timeout(REMOTE_TIMEOUT, open).await {
                 Ok(r) => r,
                 Err(_) => {
-                    return send(Err(
-                        place.err(format!("object storage did not answer within {}s", REMOTE_TIMEOUT.as_secs()))
-                    )) && false
+                    send(Err(place.err(format!("object storage did not answer within {}s", REMOTE_TIMEOUT.as_secs()))));
+                    return false;
                 }
             }
         } else {
@@ -699,7 +746,10 @@ fn run_stream<T>(
         };
         let mut batches = match opened {
             Ok(s) => s,
-            Err(e) => return send(Err(place.paimon_err(e))) && false,
+            Err(e) => {
+                send(Err(place.paimon_err(e)));
+                return false;
+            }
         };
         while let Some(batch) = batches.next().await {
             let item = match batch {
@@ -714,4 +764,47 @@ fn run_stream<T>(
         }
         true
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn userinfo_never_shown() {
+        assert_eq!(without_userinfo("s3://key:secret@bucket/t"), "s3://***@bucket/t");
+        assert_eq!(
+            without_any_userinfo("url: http://u:p4ss@127.0.0.1:9000/b?x=1 and s3://b/t"),
+            "url: http://***@127.0.0.1:9000/b?x=1 and s3://b/t"
+        );
+        assert_eq!(without_any_userinfo("no urls, a@b"), "no urls, a@b");
+    }
+
+    #[test]
+    fn options_hide_secrets_and_default_to_path_style_locally() {
+        let o = LakeOptions::new([
+            ("s3.endpoint".to_string(), "http://127.0.0.1:9000".to_string()),
+            ("s3.secret-key".to_string(), "hunter2-secret".to_string()),
+            ("s3.access-key".to_string(), "AKIDEXAMPLE".to_string()),
+        ]);
+        assert!(!format!("{o:?}").contains("hunter2"), "Debug shows keys only");
+        let props = o.storage_props("s3://b/t");
+        assert_eq!(props.get("s3.path-style-access").map(String::as_str), Some("true"));
+        assert!(o.secrets("s3://b/t").contains(&"hunter2-secret".to_string()));
+        let place =
+            Place { function: "f", path: "s3://b/t".into(), secrets: Arc::new(o.secrets("s3://b/t")), note: None };
+        let msg = place.err("denied for AKIDEXAMPLE with hunter2-secret").to_string();
+        assert!(!msg.contains("hunter2") && !msg.contains("AKIDEXAMPLE"), "{msg}");
+        let aws = LakeOptions::new([("s3.endpoint".to_string(), "https://s3.eu-west-1.amazonaws.com".to_string())]);
+        assert!(!aws.storage_props("s3://b/t").contains_key("s3.path-style-access"));
+    }
+
+    #[test]
+    fn unsupported_table_options_are_named() {
+        let fallback = HashMap::from([("scan.fallback-branch".to_string(), "b".to_string())]);
+        assert!(refuse_unsupported(&fallback).unwrap_err().contains("scan.fallback-branch is not supported"));
+        let orc = HashMap::from([("manifest.format".to_string(), "orc".to_string())]);
+        assert!(refuse_unsupported(&orc).unwrap_err().contains("ORC manifests are not supported"));
+        assert!(refuse_unsupported(&HashMap::new()).is_ok());
+    }
 }

@@ -429,7 +429,9 @@ pub fn refresh(conn: &Connection, raw: &str, access: &Access) -> Result<RefreshS
     let src = serving::resolve(conn, raw, true, access)?;
     let applied = in_transaction(conn, || apply(conn, &src, src.lake_snapshot, started))
         .map_err(|e| serving::explain_load_failure(conn, e))?;
-    remember_mart(applied.generation, applied.mart);
+    // Cached only once committed: a rolled-back refresh's generation number is used again.
+    let (generation, mart) = (applied.generation, applied.mart);
+    serving::after_commit(conn, move |_| remember_mart(generation, mart));
     Ok(applied.summary)
 }
 

@@ -29,17 +29,64 @@ pub struct BuildSummary {
     pub elapsed_ms: f64,
 }
 
-/// Runs `f` inside BEGIN/COMMIT; any error rolls everything back.
+/// Work to do once a transaction has committed (e.g. caching the mart it wrote).
+pub type AfterCommit = Box<dyn FnOnce(&Connection) + Send>;
+
+/// A statement whose COMMIT is deferred: whether its transaction is still open, and what to do
+/// once it commits.
+#[derive(Default)]
+pub struct Deferred {
+    pub open: bool,
+    pub after_commit: Vec<AfterCommit>,
+}
+
+thread_local! {
+    /// Set while a writer function's work runs in `init` with its COMMIT deferred to the first
+    /// `func` call (session::Lease): if the caller's statement is interrupted in between, DuckDB
+    /// never pulls the result and the work is rolled back instead of committed behind its back.
+    static DEFERRED: std::cell::RefCell<Option<Deferred>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `work` with the COMMIT of its (single) transaction deferred; returns its outcome and
+/// what was deferred.
+pub fn deferring_commit<R>(work: impl FnOnce() -> R) -> (R, Deferred) {
+    DEFERRED.with(|d| *d.borrow_mut() = Some(Deferred::default()));
+    let out = work();
+    let deferred = DEFERRED.with(|d| d.borrow_mut().take()).unwrap_or_default();
+    (out, deferred)
+}
+
+/// Runs `action` now, or after the deferred COMMIT when one is pending on this thread.
+pub fn after_commit(conn: &Connection, action: impl FnOnce(&Connection) + Send + 'static) {
+    let mut action = Some(action);
+    DEFERRED.with(|d| {
+        if let Some(deferred) = d.borrow_mut().as_mut().filter(|d| d.open) {
+            deferred.after_commit.push(Box::new(action.take().expect("taken once")));
+        }
+    });
+    if let Some(action) = action {
+        action(conn);
+    }
+}
+
+/// Runs `f` inside BEGIN/COMMIT; any error rolls everything back. Under `deferring_commit`
+/// the transaction is left open on success, for the caller's lease to commit.
 pub fn in_transaction<R>(conn: &Connection, f: impl FnOnce() -> Result<R>) -> Result<R> {
     conn.execute_batch("BEGIN TRANSACTION").map_err(|e| Error::duckdb("streamhouse: BEGIN", &e))?;
     match f() {
-        Ok(v) => match conn.execute_batch("COMMIT") {
-            Ok(()) => Ok(v),
-            Err(e) => {
-                let _ = conn.execute_batch("ROLLBACK");
-                Err(Error::duckdb("streamhouse: COMMIT failed, nothing was changed", &e))
+        Ok(v) => {
+            let deferred = DEFERRED.with(|d| d.borrow_mut().as_mut().map(|d| d.open = true).is_some());
+            if deferred {
+                return Ok(v);
             }
-        },
+            match conn.execute_batch("COMMIT") {
+                Ok(()) => Ok(v),
+                Err(e) => {
+                    let _ = conn.execute_batch("ROLLBACK");
+                    Err(Error::duckdb("streamhouse: COMMIT failed, nothing was changed", &e))
+                }
+            }
+        }
         Err(e) => {
             let _ = conn.execute_batch("ROLLBACK");
             Err(e)

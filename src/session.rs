@@ -87,6 +87,9 @@ pub struct Session {
     released: AtomicBool,
     /// A writer call committed but could not checkpoint yet (see `settle`).
     unsettled: AtomicBool,
+    /// The writer connection is out of its slot, lent to a statement whose COMMIT is pending
+    /// (see `Lease`): its slot is empty but the session is not released.
+    leased: AtomicBool,
     /// The follower of this database's Paimon source, if one runs.
     pub follower: Mutex<Option<crate::follow::Follower>>,
     /// The last reconcile's outcome, for when the writer was busy and it could not be stored.
@@ -94,6 +97,50 @@ pub struct Session {
     /// The storage options last given for a Paimon source (path, options), kept in memory only
     /// so that refresh, follow and status reach the table a build reached; never persisted.
     lake_options: Mutex<Option<(String, crate::lake::LakeOptions)>>,
+}
+
+/// The writer connection lent to one statement, its transaction open until `commit`.
+pub struct Lease {
+    session: SharedSession,
+    held: Option<Held>,
+    after_commit: Vec<crate::serving::AfterCommit>,
+}
+
+impl Lease {
+    /// Commits the statement's work, runs what waited for the commit, and returns the writer.
+    pub fn commit(mut self) -> Result<()> {
+        let Some(held) = self.held.take() else { return Err(Error::Closed) };
+        if EXITING.load(Ordering::SeqCst) {
+            self.session.give_back(held);
+            return Err(Error::Closed);
+        }
+        let committed = held.conn.execute_batch("COMMIT").map_err(|e| {
+            let _ = held.conn.execute_batch("ROLLBACK");
+            Error::duckdb("streamhouse: COMMIT failed, nothing was changed", &e)
+        });
+        if committed.is_ok() {
+            for action in std::mem::take(&mut self.after_commit) {
+                action(&held.conn);
+            }
+            if !settle(&held.conn) {
+                self.session.unsettled.store(true, Ordering::SeqCst);
+            }
+        }
+        self.session.give_back(held);
+        committed
+    }
+}
+
+impl Drop for Lease {
+    // Never committed: the statement was interrupted or its result never read.
+    fn drop(&mut self) {
+        if let Some(held) = self.held.take() {
+            if !EXITING.load(Ordering::SeqCst) {
+                let _ = held.conn.execute_batch("ROLLBACK");
+            }
+            self.session.give_back(held);
+        }
+    }
 }
 
 /// What each registered function receives as extra info.
@@ -154,6 +201,7 @@ impl Session {
             alone_since: Mutex::new(None),
             released: AtomicBool::new(false),
             unsettled: AtomicBool::new(false),
+            leased: AtomicBool::new(false),
             follower: Mutex::new(None),
             reconciled: Mutex::new(None),
             lake_options: Mutex::new(None),
@@ -206,6 +254,9 @@ impl Session {
         }
         // A busy connection is serving a query for some user connection: not alone. Holding
         // every slot also keeps any call from starting while we decide.
+        if self.leased.load(Ordering::SeqCst) {
+            return false;
+        }
         let mut guards = Vec::with_capacity(self.ours);
         for slot in self.slots() {
             match slot.try_lock() {
@@ -270,13 +321,17 @@ impl Session {
         let deadline = Instant::now() + WRITER_WAIT;
         let mut pause = Duration::from_micros(200);
         loop {
-            match self.writer.try_lock() {
-                Ok(g) => return Ok(g),
-                Err(TryLockError::Poisoned(p)) => return Ok(p.into_inner()),
-                Err(TryLockError::WouldBlock) if Instant::now() >= deadline => {
+            let taken = match self.writer.try_lock() {
+                Ok(g) => Some(g),
+                Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(TryLockError::WouldBlock) => None,
+            };
+            match taken {
+                Some(g) if g.is_some() || !self.leased.load(Ordering::SeqCst) => return Ok(g),
+                _ if Instant::now() >= deadline => {
                     return Err(Error::Busy { function: what.to_string(), waited: WRITER_WAIT })
                 }
-                Err(TryLockError::WouldBlock) => {
+                _ => {
                     thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(20));
                 }
@@ -320,12 +375,17 @@ impl Session {
         search_path: &str,
         f: impl FnOnce(&Connection) -> Result<R>,
     ) -> Result<R> {
+        f(self.prepare(&mut guard, search_path)?)
+    }
+
+    /// The connection in `slot`, ready for a call resolving names through `search_path`.
+    fn prepare<'a>(&self, slot: &'a mut Option<Held>, search_path: &str) -> Result<&'a Connection> {
         // At process exit DuckDB's static state is going away: no DuckDB call may start (a
         // follower thread could otherwise begin an apply then).
         if EXITING.load(Ordering::SeqCst) {
             return Err(Error::Closed);
         }
-        let held = guard.as_mut().ok_or(Error::Closed)?;
+        let held = slot.as_mut().ok_or(Error::Closed)?;
         if let Ok(mut t) = self.last_used.lock() {
             *t = Instant::now();
         }
@@ -338,7 +398,54 @@ impl Session {
             held.conn.execute_batch(&sql).map_err(|e| Error::duckdb("streamhouse: applying search_path", &e))?;
             held.search_path = Some(search_path.to_string());
         }
-        f(&held.conn)
+        Ok(&held.conn)
+    }
+
+    /// Runs `f` on the writer with the COMMIT of its transaction deferred: when `f` leaves one
+    /// open, the writer connection is lent out with it as a `Lease`, which commits when the
+    /// caller's statement pulls the result (`Lease::commit`) and rolls back if it never does
+    /// (an interrupted statement drops it unread).
+    pub fn write_deferred<R>(
+        self: &Arc<Self>,
+        what: &str,
+        search_path: &str,
+        f: impl FnOnce(&Connection) -> Result<R>,
+    ) -> Result<(R, Option<Lease>)> {
+        let mut guard = self.writer(what)?;
+        let conn = self.prepare(&mut guard, search_path)?;
+        let (out, deferred) = crate::serving::deferring_commit(|| f(conn));
+        let value = match out {
+            Ok(v) => v,
+            Err(e) => {
+                if deferred.open {
+                    let _ = conn.execute_batch("ROLLBACK");
+                }
+                return Err(e);
+            }
+        };
+        if !deferred.open {
+            if !settle(conn) {
+                self.unsettled.store(true, Ordering::SeqCst);
+            }
+            return Ok((value, None));
+        }
+        // Marked before the slot is unlocked, so nobody takes the empty slot for "released".
+        self.leased.store(true, Ordering::SeqCst);
+        let held = guard.take();
+        drop(guard);
+        Ok((value, Some(Lease { session: self.clone(), held, after_commit: deferred.after_commit })))
+    }
+
+    /// Puts a lent writer connection back (or drops it, if the session was released meanwhile).
+    fn give_back(&self, held: Held) {
+        let mut slot = lock(&self.writer);
+        if self.released.load(Ordering::SeqCst) || EXITING.load(Ordering::SeqCst) {
+            // At exit no DuckDB code may run, not even a connection's destructor.
+            std::mem::forget(held);
+        } else {
+            *slot = Some(held);
+        }
+        self.leased.store(false, Ordering::SeqCst);
     }
 
     /// Runs `f` on the writer connection only if no writer is running now (None otherwise).
@@ -348,6 +455,9 @@ impl Session {
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => return None,
         };
+        if guard.is_none() && self.leased.load(Ordering::SeqCst) {
+            return None;
+        }
         Some(self.write(guard, search_path, f))
     }
 

@@ -40,7 +40,7 @@ pub fn options_param(bind: &BindInfo, function: &'static str) -> Result<LakeOpti
     let Some(v) = bind.get_named_parameter(OPTIONS).filter(|v| !v.is_null()) else {
         return Ok(LakeOptions::default());
     };
-    const _: () = assert!(std::mem::size_of::<Value>() == std::mem::size_of::<duckdb::ffi::duckdb_value>());
+    const _: () = assert!(size_of::<Value>() == size_of::<duckdb::ffi::duckdb_value>());
     // SAFETY: `Value` wraps exactly one `duckdb_value` pointer (asserted above), borrowed here;
     // each key/value handle DuckDB returns is owned by a `Value` that destroys it.
     let raw = unsafe { *(&v as *const Value as *const duckdb::ffi::duckdb_value) };

@@ -40,6 +40,7 @@ impl VTab for PaimonChangelog {
         let path = lake_batches::path_param(bind, NAME)?;
         let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME)? };
         let table = LakeTable::open(NAME, &path, &access)?;
+        table.check_readable()?;
         let schema = output_schema(&*table.schema()?);
         lake_batches::declare(bind, NAME, &schema)?;
         Ok(Bind { table, from: lake_batches::snapshot_param(bind, "from_snapshot"), schema })

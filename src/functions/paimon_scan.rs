@@ -40,6 +40,7 @@ impl VTab for PaimonScan {
         let path = lake_batches::path_param(bind, NAME)?;
         let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME)? };
         let mut table = LakeTable::open(NAME, &path, &access)?;
+        table.check_readable()?;
         if let Some(id) = lake_batches::snapshot_param(bind, "snapshot") {
             table = table.at(id)?;
         }

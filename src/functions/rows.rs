@@ -3,6 +3,7 @@
 //! and streamed out in vector-sized chunks by `func`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, Value};
@@ -11,7 +12,7 @@ use duckdb::Connection;
 use crate::error::{Error, Result};
 use crate::lake::Access;
 use crate::sandbox::Sandbox;
-use crate::session::{Role, SharedSession};
+use crate::session::{Lease, Role, SharedSession};
 
 /// DuckDB's standard vector size: a chunk never holds more rows than this.
 const CHUNK: usize = 2048;
@@ -106,7 +107,7 @@ pub fn bind_call(bind: &BindInfo, function: &'static str, name: Option<&'static 
 /// NUL read as the path before it): such an argument is refused instead. The value's SQL form
 /// (`'...'` with quotes doubled) is cut by the NUL too, and so no longer ends its literal.
 pub fn text_arg(v: &Value, function: &'static str, parameter: &'static str) -> Result<String> {
-    const _: () = assert!(std::mem::size_of::<Value>() == std::mem::size_of::<duckdb::ffi::duckdb_value>());
+    const _: () = assert!(size_of::<Value>() == size_of::<duckdb::ffi::duckdb_value>());
     let text = v.to_string();
     // SAFETY: `Value` is a wrapper around exactly one `duckdb_value` pointer (asserted above),
     // borrowed here without taking ownership; the returned string is ours to free.
@@ -165,6 +166,15 @@ pub fn run<R>(init: &InitInfo, role: Role, name: &str, f: impl FnOnce(&Ctx) -> R
     session.with(role, name, &call.search_path, |conn| f(&Ctx { conn, call, session: &session }))
 }
 
+/// Runs a writer function's work with its COMMIT deferred to the first `func` call (see
+/// `Session::write_deferred`): the lease, if a transaction is pending, goes into the init data.
+pub fn run_writer<R>(init: &InitInfo, name: &str, f: impl FnOnce(&Ctx) -> Result<R>) -> Result<(R, Option<Lease>)> {
+    let call = bind_data::<Call>(init);
+    // SAFETY: as in `run`.
+    let session: SharedSession = unsafe { (*init.get_extra_info::<SharedSession>()).clone() };
+    session.write_deferred(name, &call.search_path, |conn| f(&Ctx { conn, call, session: &session }))
+}
+
 /// The bind data of a function whose `BindData` is `T`.
 fn bind_data<T>(init: &InitInfo) -> &T {
     // SAFETY: the vtab glue stores a boxed `T` as bind data before init runs and frees it only
@@ -175,11 +185,24 @@ fn bind_data<T>(init: &InitInfo) -> &T {
 pub struct Rows {
     rows: Vec<Vec<Cell>>,
     next: AtomicUsize,
+    /// A writer's pending transaction: committed when the rows are first pulled, rolled back
+    /// (by the lease's Drop) if they never are.
+    lease: Mutex<Option<Lease>>,
 }
 
 impl Rows {
     pub fn new(rows: Vec<Vec<Cell>>) -> Self {
-        Rows { rows, next: AtomicUsize::new(0) }
+        Self::with_lease(rows, None)
+    }
+
+    pub fn with_lease(rows: Vec<Vec<Cell>>, lease: Option<Lease>) -> Self {
+        Rows { rows, next: AtomicUsize::new(0), lease: Mutex::new(lease) }
+    }
+
+    /// Commits a pending transaction, once: the caller's statement has come to read the result.
+    pub fn commit(&self) -> Result<()> {
+        let lease = self.lease.lock().unwrap_or_else(|p| p.into_inner()).take();
+        lease.map_or(Ok(()), Lease::commit)
     }
 
     /// Writes the next chunk of rows into `output` (zero rows once exhausted).

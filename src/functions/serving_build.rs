@@ -29,7 +29,7 @@ impl RowsFunction for ServingBuild {
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
         let s = serving::build(ctx.conn, &ctx.call.arg, &ctx.session.lake_access(&ctx.call.access, &ctx.call.arg))?;
-        refresh::warm(ctx.conn);
+        serving::after_commit(ctx.conn, refresh::warm);
         Ok(vec![vec![
             s.fct_rows.into(),
             s.mart_rows.into(),

@@ -61,14 +61,22 @@ impl<F: RowsFunction> VTab for Table<F> {
     }
 
     fn init(init: &InitInfo) -> std::result::Result<Rows, Box<dyn std::error::Error>> {
-        Ok(Rows::new(rows::run(init, F::ROLE, F::NAME, F::rows)?))
+        match F::ROLE {
+            Role::Reader => Ok(Rows::new(rows::run(init, F::ROLE, F::NAME, F::rows)?)),
+            Role::Writer => {
+                let (rows, lease) = rows::run_writer(init, F::NAME, F::rows)?;
+                Ok(Rows::with_lease(rows, lease))
+            }
+        }
     }
 
     fn func(
         func: &TableFunctionInfo<Self>,
         output: &mut DataChunkHandle,
     ) -> std::result::Result<(), Box<dyn std::error::Error>> {
-        func.get_init_data().emit(output);
+        let data = func.get_init_data();
+        data.commit()?;
+        data.emit(output);
         Ok(())
     }
 
