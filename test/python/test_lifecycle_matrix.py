@@ -453,12 +453,6 @@ BIG_SQL = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limitation (README): an interrupted serving_build runs to its end "
-    "and commits; streamhouse runs its SQL on its own connection and the C API does not let a "
-    "table function see its caller's interrupt",
-)
 def test_cli_e_interrupt_during_build_then_exit(cli, ext_path, dataset, tmp_path):
     """The CLI runs one statement at a time, so it cannot exit while its own build runs; the
     nearest thing is Ctrl-C (SIGINT) during a serving_build and then the end of input. It must
