@@ -82,8 +82,11 @@ fn built_from(conn: &Connection) -> Result<(Option<String>, Option<i64>)> {
 /// Checks that the layer was built from the Paimon table `source` names; returns its path.
 pub fn check_source(conn: &Connection, source: &str, access: &Access) -> Result<String> {
     let refuse = |why: String| Error::DuckDb { context: "serving_follow".into(), message: why };
-    let Origin::Lake(path) = Origin::of(source, &access.sandbox)? else {
-        return Err(refuse(format!("'{source}' is not a Paimon table (use paimon:<table directory>)")));
+    let path = match Origin::of(source, &access.sandbox) {
+        Ok(Origin::Lake(path)) => path,
+        // The sandbox's refusal stands as it is; anything else is simply not a lake source.
+        Err(denied @ Error::Lake { .. }) => return Err(denied),
+        _ => return Err(refuse(format!("'{source}' is not a Paimon table (use paimon:<table directory>)"))),
     };
     LakeTable::open("serving_follow", &path, access)?;
     let (built, _) = built_from(conn)?;

@@ -517,9 +517,14 @@ impl LakeTable {
         let filter = keys.and_then(|(key, keys)| self.key_filter(key, keys));
         let table = &self.table;
         let (pinned, splits) = self.place.block_on(self.remote, async {
-            let pinned = table
+            let mut pinned = table
                 .copy_with_time_travel_strict(HashMap::from([("scan.snapshot-id".to_string(), target.to_string())]))
                 .await?;
+            // Batches of DuckDB's vector size (paimon-rust's default is 1024): each chunk DuckDB
+            // pulls is full, with half the per-batch overheads.
+            if !pinned.schema().options().contains_key("read.batch-size") {
+                pinned = pinned.copy_with_options(HashMap::from([("read.batch-size".to_string(), "2048".to_string())]));
+            }
             let mut rb = pinned.new_read_builder();
             if let Some(filter) = &filter {
                 rb.with_filter(filter.clone());
