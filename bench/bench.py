@@ -13,6 +13,7 @@ Every figure is a median over repeated runs (this machine is noisy); ratios are 
 
 usage: bench.py <extension> [--quick]   (--quick: a smoke run on small sizes, a few seconds)
 """
+
 import statistics
 import sys
 import time
@@ -65,8 +66,10 @@ DASHBOARD = "SELECT order_day, revenue FROM mart_daily WHERE company = $1 ORDER 
 def report(name, ours, native, target):
     ratio = ours / native
     verdict = "ok" if ratio <= target else "OVER TARGET"
-    print(f"{name:<10} streamhouse {ours * 1e3:9.3f} ms   native {native * 1e3:9.3f} ms   "
-          f"ratio {ratio:5.2f}x  (target <= {target}x: {verdict})")
+    print(
+        f"{name:<10} streamhouse {ours * 1e3:9.3f} ms   native {native * 1e3:9.3f} ms   "
+        f"ratio {ratio:5.2f}x  (target <= {target}x: {verdict})"
+    )
     return ratio
 
 
@@ -86,15 +89,20 @@ def bench_build(con, runs):
 
 def bench_dashboard(con, runs):
     companies = [f"company_{i}" for i in range(COMPANIES)]
-    native_stmt = lambda c: con.execute(DASHBOARD, [c]).fetchall()
-    ours_stmt = lambda c: con.execute("SELECT * FROM serving_dashboard($1)", [c]).fetchall()
+
+    def native_stmt(c):
+        return con.execute(DASHBOARD, [c]).fetchall()
+
+    def ours_stmt(c):
+        return con.execute("SELECT * FROM serving_dashboard($1)", [c]).fetchall()
+
     for c in companies[:5]:
         assert native_stmt(c) == ours_stmt(c)
     ours, native = [], []
     for i in range(runs):
         c = companies[i % COMPANIES]
-        native.append(median_time(lambda: native_stmt(c), 1))
-        ours.append(median_time(lambda: ours_stmt(c), 1))
+        native.append(median_time(lambda c=c: native_stmt(c), 1))
+        ours.append(median_time(lambda c=c: ours_stmt(c), 1))
     return report("dashboard", statistics.median(ours), statistics.median(native), 1.2)
 
 
@@ -107,8 +115,7 @@ def make_changes(con, n, seed, recent):
     (late corrections); otherwise uniformly over all history (the worst case). Picked from
     `truth`, the source of truth, never from the tables under test."""
     pool = (
-        "(SELECT order_id FROM truth "
-        f"WHERE order_id >= (SELECT max(order_id) FROM truth) - {REFRESH_ORDERS // 50})"
+        f"(SELECT order_id FROM truth WHERE order_id >= (SELECT max(order_id) FROM truth) - {REFRESH_ORDERS // 50})"
         if recent
         else "truth"
     )
@@ -154,8 +161,10 @@ def changes_sql(pool: str, n: int, seed: int, first_new_id: str) -> str:
             SELECT order_id, row_number() OVER () AS k FROM {pool} USING SAMPLE {picked} ROWS (reservoir, {seed}))
         SELECT order_id,
                CASE WHEN k % 8 = 0 THEN NULL ELSE 'company_' || (hash(order_id + {seed}) % {COMPANIES}) END AS company,
-               CASE WHEN k % 8 = 0 THEN NULL ELSE DATE '2024-01-01' + CAST(hash(order_id * {seed}) % {DAYS} AS INTEGER) END AS order_day,
-               CASE WHEN k % 8 = 0 THEN NULL ELSE CAST(hash(order_id + 7 * {seed}) % 100000 AS BIGINT) - 5000 END AS revenue,
+               CASE WHEN k % 8 = 0 THEN NULL
+                    ELSE DATE '2024-01-01' + CAST(hash(order_id * {seed}) % {DAYS} AS INTEGER) END AS order_day,
+               CASE WHEN k % 8 = 0 THEN NULL
+                    ELSE CAST(hash(order_id + 7 * {seed}) % 100000 AS BIGINT) - 5000 END AS revenue,
                k % 8 = 0 AS deleted
         FROM picked
         UNION ALL

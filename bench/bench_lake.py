@@ -1,20 +1,21 @@
 #!/usr/bin/env python3
 """Lake benchmarks (part of make bench), medians:
-  lake read     the merged read of a 1M-row, 5-commit Paimon primary-key table, to Arrow, by
-                paimon_scan vs pypaimon_rust vs pypaimon
-  lake refresh  serving_refresh('paimon:...') after one more commit of k changed orders, on a table
-                fed like a stream (each commit adds new orders and corrects recent ones), vs
-                serving_build of the same snapshot
+lake read     the merged read of a 1M-row, 5-commit Paimon primary-key table, to Arrow, by
+              paimon_scan vs pypaimon_rust vs pypaimon
+lake refresh  serving_refresh('paimon:...') after one more commit of k changed orders, on a table
+              fed like a stream (each commit adds new orders and corrects recent ones), vs
+              serving_build of the same snapshot
 Checked: the three readers return the same rows (all columns, order-independent, compared
 by native DuckDB), and every refreshed layer equals the source of truth (the generator's
 rows upserted in plain SQL: fct_orders content, mart_daily == its native aggregate).
 
 usage: bench_lake.py <extension> [--quick]   (--quick: 100k rows, 5k-order stream commits)"""
+
 import shutil
 import statistics
 import sys
-import time
 import tempfile
+import time
 from pathlib import Path
 
 import duckdb
@@ -23,7 +24,7 @@ import pyarrow as pa
 from bench import median_time as median
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from paimon_write import commit, create_table, open_warehouse  # noqa: E402
+from paimon_write import commit, create_table, open_warehouse
 
 ROWS = 1_000_000
 COMMITS = 5
@@ -31,17 +32,27 @@ COMMITS = 5
 
 def write_table(root):
     catalog = open_warehouse(root)
-    schema = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
-                        ("order_day", pa.date32()), ("revenue", pa.int64())])
+    schema = pa.schema(
+        [
+            pa.field("order_id", pa.int64(), nullable=False),
+            ("company", pa.string()),
+            ("order_day", pa.date32()),
+            ("revenue", pa.int64()),
+        ]
+    )
     table = create_table(catalog, "orders", schema, ["order_id"], {"bucket": "1", "merge-engine": "deduplicate"})
     con = duckdb.connect()
     for c in range(COMMITS):
         # commit 0 writes every order, later commits rewrite a fifth of them (same keys)
         where = "" if c == 0 else f"WHERE hash(i * {c}) % 5 = 0"
-        batch = con.sql(f"""SELECT i AS order_id, 'company_' || (hash(i + {c}) % 50) AS company,
+        batch = (
+            con.sql(f"""SELECT i AS order_id, 'company_' || (hash(i + {c}) % 50) AS company,
                    DATE '2026-01-01' + CAST(hash(i * 7 + {c}) % 365 AS INTEGER) AS order_day,
                    CAST(hash(i * 13 + {c}) % 100000 AS BIGINT) AS revenue
-                   FROM range({ROWS}) t(i) {where}""").to_arrow_table().cast(schema)
+                   FROM range({ROWS}) t(i) {where}""")
+            .to_arrow_table()
+            .cast(schema)
+        )
         commit(table, schema, batch)
     return table, f"{root}/db.db/orders"
 
@@ -54,7 +65,8 @@ def stream_commit(con, table, schema, c, new, corrected):
     """Commit `c` of a stream: `new` orders with the next ids, and `corrected` orders among the
     previous commit's ids get a new day and revenue."""
     first = c * STREAM_BATCH
-    rows = con.sql(f"""
+    rows = (
+        con.sql(f"""
         SELECT i AS order_id, 'company_' || (hash(i) % 50) AS company,
                DATE '2026-01-01' + CAST(hash(i * 7 + {c}) % 365 AS INTEGER) AS order_day,
                CAST(hash(i * 13 + {c}) % 100000 AS BIGINT) AS revenue
@@ -63,7 +75,10 @@ def stream_commit(con, table, schema, c, new, corrected):
         SELECT i, 'company_' || (hash(i) % 50), DATE '2026-01-01' + CAST(hash(i + {c}) % 365 AS INTEGER),
                CAST(hash(i * 17 + {c}) % 100000 AS BIGINT)
         FROM range({first - STREAM_BATCH}, {first - STREAM_BATCH + corrected}) t(i) WHERE {c} > 0
-        """).to_arrow_table().cast(schema)
+        """)
+        .to_arrow_table()
+        .cast(schema)
+    )
     commit(table, schema, rows)
     return rows
 
@@ -111,8 +126,14 @@ def check_against_truth(con, dcon, what):
 
 def bench_lake_refresh(root, con):
     catalog = open_warehouse(root)
-    schema = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string()),
-                        ("order_day", pa.date32()), ("revenue", pa.int64())])
+    schema = pa.schema(
+        [
+            pa.field("order_id", pa.int64(), nullable=False),
+            ("company", pa.string()),
+            ("order_day", pa.date32()),
+            ("revenue", pa.int64()),
+        ]
+    )
     table = create_table(catalog, "stream", schema, ["order_id"], {"bucket": "2", "merge-engine": "deduplicate"})
     dcon = duckdb.connect()
     dcon.execute("CREATE TABLE truth (order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT)")
@@ -137,8 +158,10 @@ def bench_lake_refresh(root, con):
         assert diff == 0, "lake refresh and lake build disagree"
         refresh = statistics.median(times)
         rows = con.execute("SELECT count(*) FROM fct_orders").fetchone()[0]
-        print(f"lake refresh {k:>6,} changed orders on {rows:,} ({c} snapshots): refresh {refresh * 1e3:7.1f} ms   "
-              f"full build {build * 1e3:7.1f} ms   speed-up {build / refresh:5.1f}x   == source of truth")
+        print(
+            f"lake refresh {k:>6,} changed orders on {rows:,} ({c} snapshots): refresh {refresh * 1e3:7.1f} ms   "
+            f"full build {build * 1e3:7.1f} ms   speed-up {build / refresh:5.1f}x   == source of truth"
+        )
 
 
 def main():
@@ -179,12 +202,15 @@ def main():
         t_py = median(pypaimon, 1)
         counts = {name: t.num_rows for name, t in last.items()}
         assert set(counts.values()) == {ROWS}, f"readers disagree on the merged row count: {counts}"
-        diffs = same_rows({"paimon_scan": last["paimon_scan"], "pypaimon": last["pypaimon"],
-                           "pypaimon_rust": last["pypaimon_rust"]})
+        diffs = same_rows(
+            {"paimon_scan": last["paimon_scan"], "pypaimon": last["pypaimon"], "pypaimon_rust": last["pypaimon_rust"]}
+        )
         assert diffs == {"pypaimon": 0, "pypaimon_rust": 0}, f"paimon_scan's rows differ from the others': {diffs}"
-        print(f"lake read  {ROWS:,} rows / {COMMITS} commits: paimon_scan {t_ours * 1e3:8.1f} ms   "
-              f"pypaimon_rust {t_rust * 1e3:8.1f} ms ({t_rust / t_ours:4.2f}x of ours, target >= 1.0x)   "
-              f"pypaimon {t_py * 1e3:8.1f} ms ({t_py / t_ours:5.1f}x)   same rows as pypaimon and pypaimon_rust")
+        print(
+            f"lake read  {ROWS:,} rows / {COMMITS} commits: paimon_scan {t_ours * 1e3:8.1f} ms   "
+            f"pypaimon_rust {t_rust * 1e3:8.1f} ms ({t_rust / t_ours:4.2f}x of ours, target >= 1.0x)   "
+            f"pypaimon {t_py * 1e3:8.1f} ms ({t_py / t_ours:5.1f}x)   same rows as pypaimon and pypaimon_rust"
+        )
         bench_lake_refresh(root, con)
     finally:
         shutil.rmtree(root, ignore_errors=True)
