@@ -274,7 +274,12 @@ fn check_files(dir: &Path) -> std::result::Result<Option<String>, String> {
         for entry in entries.flatten() {
             let p = entry.path();
             let shown = p.strip_prefix(dir).unwrap_or(&p).display().to_string();
-            let meta = std::fs::metadata(&p).map_err(|e| format!("cannot read '{shown}': {e}"))?;
+            let meta = match std::fs::metadata(&p) {
+                Ok(meta) => meta,
+                // A writer's temporary file renamed away since the listing: not part of the table.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(format!("cannot read '{shown}': {e}")),
+            };
             if meta.is_dir() {
                 // Paimon tables are shallow (partitions, buckets); a deep tree is a loop or junk.
                 if depth < 16 {
