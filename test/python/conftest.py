@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import datetime
 import random
+import shutil
 from collections import defaultdict
 from pathlib import Path
 
@@ -16,6 +17,8 @@ import duckdb
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# The Node side of the binding and lifecycle tests (@duckdb/node-api pinned by its package-lock).
+NODE_DIR = ROOT / "test" / "node"
 EXT_PATH = ROOT / "build" / "release" / "streamhouse.duckdb_extension"
 CONFIG = {"allow_unsigned_extensions": "true"}
 
@@ -173,3 +176,16 @@ def table_exists(con, name: str) -> bool:
         con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND NOT temporary", [name]).fetchone()[0]
         > 0
     )
+
+
+@pytest.fixture(scope="module")
+def node():
+    """The `node` executable, with test/node's pinned packages installed (`make node-deps`)."""
+    exe = shutil.which("node")
+    if exe is None:
+        pytest.fail("`node` is not on PATH (Node.js >= 20 is needed for test/node)", pytrace=False)
+    if not (NODE_DIR / "node_modules" / "@duckdb" / "node-api" / "package.json").is_file():
+        pytest.fail(
+            f"{NODE_DIR / 'node_modules'} is missing: run `make node-deps` (npm ci in test/node)", pytrace=False
+        )
+    return exe

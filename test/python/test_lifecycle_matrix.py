@@ -14,7 +14,6 @@ test/python/matrix_child.py and test/node/lifecycle.mjs.
 from __future__ import annotations
 
 import datetime
-import shutil
 import signal
 import subprocess
 import threading
@@ -23,7 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, gen_rows, oracle, oracle_summary, sql_literal, write_csv
+from conftest import NODE_DIR, ROOT, gen_rows, oracle, oracle_summary, sql_literal, write_csv
 from matrix_util import (
     SUPPORTED,
     TIMEOUT,
@@ -41,7 +40,6 @@ from matrix_util import (
 from test_cli import json_results
 from test_versions import DDL, UPSERT, squash
 
-NODE_DIR = ROOT / "test" / "node"
 CLI = ROOT / ".venv" / "bin" / "duckdb"
 # The functions the README documents (LOAD may register more).
 FUNCTIONS = {
@@ -216,18 +214,6 @@ def test_python_e_exit_during_build_on_daemon_thread(ext_path, dataset, tmp_path
 # --------------------------------------------------------------------------------------------
 # Node (@duckdb/node-api)
 # --------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def node():
-    exe = shutil.which("node")
-    if exe is None:
-        pytest.fail("`node` is not on PATH (Node.js >= 20 is needed for test/node)", pytrace=False)
-    if not (NODE_DIR / "node_modules" / "@duckdb" / "node-api" / "package.json").is_file():
-        pytest.fail(
-            f"{NODE_DIR / 'node_modules'} is missing: run `make node-deps` (npm ci in test/node)", pytrace=False
-        )
-    return exe
 
 
 def run_node(node, step, *args) -> dict:

@@ -6,26 +6,9 @@ pypaimon's own read of that table."""
 
 from __future__ import annotations
 
-import shutil
-
-import pytest
 from binding_util import write_orders_lake
-from conftest import ROOT, oracle
+from conftest import NODE_DIR, oracle
 from matrix_util import result_of, run
-
-NODE_DIR = ROOT / "test" / "node"
-
-
-@pytest.fixture(scope="module")
-def node():
-    exe = shutil.which("node")
-    if exe is None:
-        pytest.fail("`node` is not on PATH (Node.js >= 20 is needed for test/node)", pytrace=False)
-    if not (NODE_DIR / "node_modules" / "@duckdb" / "node-api" / "package.json").is_file():
-        pytest.fail(
-            f"{NODE_DIR / 'node_modules'} is missing: run `make node-deps` (npm ci in test/node)", pytrace=False
-        )
-    return exe
 
 
 def test_node_binding_end_to_end(node, ext_path, tmp_path):
