@@ -10,6 +10,7 @@ import csv
 import datetime
 import random
 import shutil
+import subprocess
 from collections import defaultdict
 from pathlib import Path
 
@@ -19,6 +20,30 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # The Node side of the binding and lifecycle tests (@duckdb/node-api pinned by its package-lock).
 NODE_DIR = ROOT / "test" / "node"
+
+
+def shared_dir() -> Path:
+    """The team's read-only `shared/` directory: beside this checkout, or, for a clone made
+    elsewhere (a fresh clone in a temp dir), beside the local repository it was cloned from."""
+    here = ROOT.parent / "shared"
+    if here.is_dir():
+        return here
+    try:
+        origin = subprocess.run(
+            ["git", "-C", str(ROOT), "config", "--get", "remote.origin.url"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        origin = ""
+    if origin.startswith("file://"):
+        origin = origin[len("file://") :]
+    if origin and Path(origin).is_dir() and (Path(origin).resolve().parent / "shared").is_dir():
+        return Path(origin).resolve().parent / "shared"
+    return here  # missing: the tests that need it fail, naming this path
+
+
 EXT_PATH = ROOT / "build" / "release" / "streamhouse.duckdb_extension"
 CONFIG = {"allow_unsigned_extensions": "true"}
 

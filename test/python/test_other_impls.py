@@ -38,9 +38,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import ROOT, sql_literal
+from conftest import shared_dir, sql_literal
 
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "paimon"
+FIXTURES = shared_dir() / "fixtures" / "paimon"
 
 # Refusals the contract names (issue 10 item 6). An ORC *data* file refusal is accepted beside the
 # manifest one for the tables whose data files are ORC too.
@@ -395,7 +395,7 @@ EXPECTED: dict[str, Fixture] = {
 
 def fixture_path(name: str) -> Path:
     path = FIXTURES / name
-    assert (path / "schema").is_dir(), f"fixture missing: {path} (../shared/fixtures/paimon must sit beside the repo)"
+    assert (path / "schema").is_dir(), f"fixture missing: {path} (shared/ must sit beside the repo or its origin)"
     return path
 
 
