@@ -44,7 +44,7 @@ pub fn options_param(bind: &BindInfo, function: &'static str) -> Result<LakeOpti
     // SAFETY: `Value` wraps exactly one `duckdb_value` pointer (asserted above), borrowed here;
     // each key/value handle DuckDB returns is owned by a `Value` that destroys it.
     let raw = unsafe { *(&v as *const Value as *const duckdb::ffi::duckdb_value) };
-    let bad = |problem: String| Error::BadArgument { function, parameter: OPTIONS, value: String::new(), problem };
+    let bad = |problem: String| Error::BadArgument { function, parameter: OPTIONS, value: "MAP {…}".into(), problem };
     let size = unsafe { duckdb::ffi::duckdb_get_map_size(raw) };
     let mut pairs = Vec::new();
     for i in 0..size {
