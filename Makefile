@@ -6,20 +6,31 @@ EXT := streamhouse.duckdb_extension
 VENV := .venv
 VENV15 := .venv-duckdb15
 # The rest of the DuckDB version matrix (test/python/test_versions.py): one venv per version,
-# each from scripts/requirements-duckdb-<version>.txt. 1.2.2-1.4.5 must refuse the artifact.
+# each from scripts/requirements-duckdb-<version>.txt. 1.2.2 and 1.3.2 must refuse both artifacts.
 MATRIX := 1.2.2 1.3.2 1.4.5 2.0.0
 VENV20 := .venv-duckdb-2.0.0
+VENV14 := .venv-duckdb-1.4.5
+# The DuckDB 1.4 LTS artifact (compat/duckdb-1.4): the same source against duckdb-rs 1.4.4, pinned
+# to DuckDB v1.4.5 by its footer (1.4 offers what we need only in its unstable C API).
+DUCKDB14 := v1.4.5
+EXT14 := build/release-duckdb-1.4/$(EXT)
 PY := $(VENV)/bin/python
 # Node lifecycle tests: @duckdb/node-api at the exact version in test/node/package-lock.json.
 NODE_STAMP := test/node/node_modules/.installed
 
-.PHONY: all release debug venv node-deps test unit sqllogictest pytest demo bench clean fuzz wheel lint
+.PHONY: all release release-1.4 debug venv node-deps test unit sqllogictest pytest demo bench clean fuzz wheel lint
 all: release
 
 release:
 	cargo build --release --locked
 	@mkdir -p build/release
 	python3 scripts/append_metadata.py $(CARGO_TARGET_DIR)/release/libstreamhouse.so build/release/$(EXT)
+
+release-1.4:
+	cargo build --release --locked --manifest-path compat/duckdb-1.4/Cargo.toml
+	@mkdir -p $(dir $(EXT14))
+	python3 scripts/append_metadata.py $(CARGO_TARGET_DIR)/release/libstreamhouse_duckdb14.so $(EXT14) \
+		--capi-version $(DUCKDB14) --abi C_STRUCT_UNSTABLE
 
 debug:
 	cargo build --locked
@@ -31,7 +42,7 @@ venv:
 	scripts/venv.sh $(VENV15) scripts/requirements-duckdb15.txt scripts/constraints-duckdb15.txt
 	scripts/venv.sh .venv-duckdb-1.2.2 scripts/requirements-duckdb-1.2.2.txt
 	scripts/venv.sh .venv-duckdb-1.3.2 scripts/requirements-duckdb-1.3.2.txt
-	scripts/venv.sh .venv-duckdb-1.4.5 scripts/requirements-duckdb-1.4.5.txt
+	scripts/venv.sh $(VENV14) scripts/requirements-duckdb-1.4.5.txt scripts/constraints-duckdb-1.4.5.txt
 	scripts/venv.sh $(VENV20) scripts/requirements-duckdb-2.0.0.txt
 
 node-deps: $(NODE_STAMP)
@@ -48,28 +59,33 @@ unit:
 SLT_ENV := STREAMHOUSE_TEST_DATA=build/test-data
 SLT_ARGS := --fail-on-skip --extension build/release/$(EXT)
 
-sqllogictest: release venv
+sqllogictest: release release-1.4 venv
 	$(PY) scripts/make_lake_fixtures.py build/test-data
 	$(SLT_ENV) $(PY) scripts/sqllogictest.py $(SLT_ARGS) test/sql
 	$(SLT_ENV) $(VENV15)/bin/python scripts/sqllogictest.py $(SLT_ARGS) test/sql
 	$(SLT_ENV) $(VENV20)/bin/python scripts/sqllogictest.py $(SLT_ARGS) test/sql
+	$(SLT_ENV) $(VENV14)/bin/python scripts/sqllogictest.py --fail-on-skip --extension $(EXT14) test/sql
 
 # The Python package: build/wheel/streamhouse-<version>-py3-none-<platform>.whl, the release artifact
 # plus python/streamhouse; the platform tag is computed from what the artifact links.
 wheel: release
 	python3 scripts/build_wheel.py build/release/$(EXT) build/wheel
 
-# The serving, lake, refresh and bad-input tests run on DuckDB 1.5.6 too (~1 min): the same files
-# with the 1.5.6 wheel, four of test_refresh_property's 40 random sequences.
-PYTEST15 := test/python/test_serving.py test/python/test_lake.py test/python/test_lake_changelog.py \
+# The serving, lake, refresh and bad-input tests run on DuckDB 1.5.6 and, with the 1.4 artifact, on
+# DuckDB 1.4.5 too (~1 min each): the same files, four of test_refresh_property's 40 random sequences.
+PYTEST_SUBSET := test/python/test_serving.py test/python/test_lake.py test/python/test_lake_changelog.py \
 	test/python/test_refresh_sources.py test/python/test_bad_input.py \
 	test/python/test_refresh_property.py::test_killer_cases \
 	test/python/test_refresh_property.py::test_failed_refresh_changes_nothing \
 	$(foreach s,0 1 2 3,'test/python/test_refresh_property.py::test_random_refresh_sequences[$(s)]')
+# The 1.4 artifact reads the sandbox settings its own way (src/functions/host.rs): its subset adds the
+# sandbox tests.
+PYTEST14 := $(PYTEST_SUBSET) test/python/test_sandbox.py
 
-pytest: release venv node-deps wheel
+pytest: release release-1.4 venv node-deps wheel
 	$(PY) -m pytest -q test/python
-	$(VENV15)/bin/python -m pytest -q $(PYTEST15)
+	$(VENV15)/bin/python -m pytest -q $(PYTEST_SUBSET)
+	STREAMHOUSE_EXTENSION=$(CURDIR)/$(EXT14) $(VENV14)/bin/python -m pytest -q $(PYTEST14)
 
 test: unit sqllogictest pytest
 
@@ -81,6 +97,7 @@ lint: venv
 	cargo fmt --check
 	# --release shares build scripts (OpenSSL, aws-lc) with `make release` instead of rebuilding them.
 	cargo clippy --release --all-targets --locked -- -D warnings
+	cargo clippy --release --locked --manifest-path compat/duckdb-1.4/Cargo.toml -- -D warnings
 
 demo: release venv
 	$(PY) scripts/demo.py build/release/$(EXT)

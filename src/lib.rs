@@ -21,13 +21,22 @@ mod session;
 pub mod source;
 pub mod tier;
 
-use duckdb::{duckdb_entrypoint_c_api, Connection};
+// duckdb-rs 1.4's entrypoint macro predates `unsafe_op_in_unsafe_fn`; newer ones comply.
+#[cfg_attr(duckdb14, allow(unsafe_op_in_unsafe_fn))]
+mod entrypoint {
+    use duckdb::{duckdb_entrypoint_c_api, Connection};
 
-/// Called by DuckDB on `LOAD`. The connection clone must happen here: the database handle
-/// behind `con` is only valid until this function returns.
-#[duckdb_entrypoint_c_api(ext_name = "streamhouse", min_duckdb_version = "v1.5.6")]
-pub fn extension_entrypoint(con: Connection) -> Result<(), Box<dyn std::error::Error>> {
-    let session = session::Session::start(&con)?;
-    functions::register_all(&con, &session)?;
-    Ok(())
+    use crate::{functions, session};
+
+    /// Called by DuckDB on `LOAD`. The connection clone must happen here: the database handle
+    /// behind `con` is only valid until this function returns.
+    /// DuckDB 1.4 hands out the functions we need only in its unstable C API, whose struct it gives
+    /// to an extension asking for its stable band (v1.2.0) when the footer pins the exact DuckDB.
+    #[cfg_attr(not(duckdb14), duckdb_entrypoint_c_api(ext_name = "streamhouse", min_duckdb_version = "v1.5.6"))]
+    #[cfg_attr(duckdb14, duckdb_entrypoint_c_api(ext_name = "streamhouse", min_duckdb_version = "v1.2.0"))]
+    pub fn extension_entrypoint(con: Connection) -> Result<(), Box<dyn std::error::Error>> {
+        let session = session::Session::start(&con)?;
+        functions::register_all(&con, &session)?;
+        Ok(())
+    }
 }

@@ -96,8 +96,10 @@ impl Sandbox {
     pub fn query(conn: &duckdb::Connection) -> Result<Sandbox> {
         let failed = |e: duckdb::Error| Error::duckdb("streamhouse: reading the sandbox settings", &e);
         let list = |name: &str| -> Result<Vec<String>> {
+            // Not `prepare_cached`: DuckDB folds current_setting() into the plan when it is
+            // prepared, so a cached statement would keep answering the settings of its first use.
             let mut stmt =
-                conn.prepare_cached(&format!("SELECT unnest(current_setting('{name}'))::VARCHAR")).map_err(failed)?;
+                conn.prepare(&format!("SELECT unnest(current_setting('{name}'))::VARCHAR")).map_err(failed)?;
             let rows = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(failed)?;
             rows.collect::<std::result::Result<Vec<_>, _>>().map_err(failed)
         };

@@ -58,6 +58,7 @@ def load(con) -> None:
         if "C API version" in message:
             raise LoadError(
                 f"this DuckDB cannot load streamhouse {__version__}: it needs DuckDB 1.5.6 or newer "
-                f"(pip install 'duckdb>=1.5.6'). DuckDB said: {message}"
+                "(pip install 'duckdb>=1.5.6'); DuckDB 1.4.5 loads the separate 1.4 LTS build of the "
+                f"extension (`make release-1.4`), which this wheel does not carry. DuckDB said: {message}"
             ) from e
         raise

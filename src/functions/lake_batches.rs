@@ -8,6 +8,8 @@ use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{record_batch_to_duckdb_data_chunk, to_duckdb_logical_type, BindInfo, Value};
 
+#[cfg(duckdb14)]
+use super::host::ValueExt;
 use crate::error::{Error, Result};
 use crate::lake::LakeOptions;
 
@@ -62,11 +64,6 @@ pub fn options_param(bind: &BindInfo, function: &'static str) -> Result<LakeOpti
         pairs.push((key, value));
     }
     Ok(LakeOptions::new(pairs))
-}
-
-/// DuckDB's `threads` setting for the statement being bound: how many splits are read at once.
-pub fn threads(bind: &BindInfo) -> usize {
-    bind.get_config_option("threads").map(|v| v.to_int64()).filter(|&n| n > 0).map_or(1, |n| n as usize)
 }
 
 /// Declares one DuckDB column per Arrow field.

@@ -2,6 +2,7 @@
 //! glue is written once (`table`, `scalar`). `register_all` is all the entrypoint calls.
 
 mod handoff;
+mod host;
 mod lake_batches;
 mod paimon_changelog;
 mod paimon_scan;
@@ -51,9 +52,9 @@ pub fn register_all(con: &Connection, session: &SharedSession) -> duckdb::Result
         "serving_unfollow",
         session,
     )?;
-    con.register_table_function::<paimon_scan::PaimonScan>("paimon_scan")?;
+    con.register_table_function_with_extra_info::<paimon_scan::PaimonScan, _>("paimon_scan", session)?;
     con.register_table_function::<handoff::Handoff>(crate::handoff::FUNCTION)?;
-    con.register_table_function::<paimon_changelog::PaimonChangelog>("paimon_changelog")?;
+    con.register_table_function_with_extra_info::<paimon_changelog::PaimonChangelog, _>("paimon_changelog", session)?;
     con.register_table_function_with_extra_info::<Table<paimon_snapshots::PaimonSnapshots>, _>(
         "paimon_snapshots",
         session,

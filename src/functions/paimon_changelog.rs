@@ -10,8 +10,8 @@ use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
+use super::host::sandbox;
 use super::lake_batches::{self, Batches};
-use super::rows::sandbox;
 use crate::error::Error;
 use crate::lake::{Access, LakeTable};
 

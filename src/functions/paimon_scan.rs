@@ -11,8 +11,8 @@ use duckdb::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
+use super::host::sandbox;
 use super::lake_batches::{self, Batches};
-use super::rows::sandbox;
 use crate::error::Error;
 use crate::lake::{Access, LakeTable};
 
@@ -46,7 +46,7 @@ impl VTab for PaimonScan {
         }
         let schema = table.schema()?;
         lake_batches::declare(bind, NAME, &schema)?;
-        Ok(Bind { table, schema, threads: lake_batches::threads(bind) })
+        Ok(Bind { table, schema, threads: super::host::threads(bind) })
     }
 
     fn init(init: &InitInfo) -> Result<Batches, Box<dyn std::error::Error>> {

@@ -4,7 +4,7 @@ use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vscalar::{ScalarFunctionSignature, VScalar};
 use duckdb::vtab::arrow::WritableVector;
 
-use super::scalar::map_rows;
+use super::scalar::invoke_rows;
 use crate::tier;
 
 pub struct PaimonTierDdl;
@@ -12,13 +12,7 @@ pub struct PaimonTierDdl;
 impl VScalar for PaimonTierDdl {
     type State = ();
 
-    fn invoke(
-        _: &(),
-        input: &mut DataChunkHandle,
-        output: &mut dyn WritableVector,
-    ) -> Result<(), Box<dyn std::error::Error>> {
-        map_rows(input, output, |a| tier::tier_ddl(&a.text(0)))
-    }
+    invoke_rows!(|a| tier::tier_ddl(&a.text(0)));
 
     fn signatures() -> Vec<ScalarFunctionSignature> {
         vec![ScalarFunctionSignature::exact(

@@ -5,7 +5,7 @@ use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vscalar::{ScalarFunctionSignature, VScalar};
 use duckdb::vtab::arrow::WritableVector;
 
-use super::scalar::map_rows;
+use super::scalar::invoke_rows;
 use crate::tier;
 
 pub struct PaimonTierUpsert;
@@ -13,13 +13,7 @@ pub struct PaimonTierUpsert;
 impl VScalar for PaimonTierUpsert {
     type State = ();
 
-    fn invoke(
-        _: &(),
-        input: &mut DataChunkHandle,
-        output: &mut dyn WritableVector,
-    ) -> Result<(), Box<dyn std::error::Error>> {
-        map_rows(input, output, |a| tier::tier_upsert(&a.text(0), a.int(1), a.int(2)))
-    }
+    invoke_rows!(|a| tier::tier_upsert(&a.text(0), a.int(1), a.int(2)));
 
     fn signatures() -> Vec<ScalarFunctionSignature> {
         let t = |id| LogicalTypeHandle::from(id);

@@ -9,9 +9,10 @@ use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, Value};
 use duckdb::Connection;
 
+#[cfg(duckdb14)]
+use super::host::ValueExt;
 use crate::error::{Error, Result};
 use crate::lake::Access;
-use crate::sandbox::Sandbox;
 use crate::session::{Lease, Role, SharedSession};
 
 /// DuckDB's standard vector size: a chunk never holds more rows than this.
@@ -62,10 +63,21 @@ impl From<String> for Cell {
     }
 }
 
+/// A handle for a declared column type.
+pub fn type_handle(ty: &LogicalTypeId) -> LogicalTypeHandle {
+    #[cfg(not(duckdb14))]
+    let id = *ty;
+    // SAFETY: `LogicalTypeId` is a fieldless enum without Drop; duckdb-rs 1.4 only lacks the
+    // `Copy` derive, so a bitwise copy is a plain copy.
+    #[cfg(duckdb14)]
+    let id = unsafe { std::ptr::read(ty) };
+    LogicalTypeHandle::from(id)
+}
+
 /// Declares result columns at bind time.
 pub fn declare(bind: &BindInfo, columns: &[(&str, LogicalTypeId)]) {
     for (name, ty) in columns {
-        bind.add_result_column(name, LogicalTypeHandle::from(*ty));
+        bind.add_result_column(name, type_handle(ty));
     }
 }
 
@@ -89,15 +101,18 @@ pub fn bind_call(bind: &BindInfo, function: &'static str, name: Option<&'static 
             if v.is_null() {
                 return Err(Error::NullArgument { function, parameter });
             }
-            text_arg(&v, function, parameter)?
+            let arg = text_arg(&v, function, parameter)?;
+            if matches!(parameter, "source" | "changes") {
+                super::host::check_source_name(bind, function, parameter, &arg)?;
+            }
+            arg
         }
         None => String::new(),
     };
-    let search_path = bind.get_config_option("search_path").map(|v| v.to_string()).unwrap_or_default();
     Ok(Call {
         arg,
-        search_path,
-        access: Access { sandbox: sandbox(bind), options: Default::default() },
+        search_path: super::host::search_path(bind),
+        access: Access { sandbox: super::host::sandbox(bind), options: Default::default() },
         named: Vec::new(),
     })
 }
@@ -131,22 +146,6 @@ pub fn text_arg(v: &Value, function: &'static str, parameter: &'static str) -> R
         });
     }
     Ok(text)
-}
-
-/// DuckDB's file sandbox as it stands for the caller's statement (these options are global,
-/// so a `SET` after LOAD counts). An option that cannot be read counts as locked down.
-pub fn sandbox(bind: &BindInfo) -> Sandbox {
-    let texts = |name: &str| -> Vec<String> {
-        bind.get_config_option(name)
-            .and_then(|v| v.to_list())
-            .map(|items| items.iter().map(|v| v.to_string()).collect())
-            .unwrap_or_default()
-    };
-    Sandbox {
-        external_access: bind.get_config_option("enable_external_access").is_some_and(|v| !v.is_null() && v.to_bool()),
-        allowed_directories: texts("allowed_directories"),
-        allowed_paths: texts("allowed_paths"),
-    }
 }
 
 /// What a table function's body gets: a connection for its role, what bind captured, and the

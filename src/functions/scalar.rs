@@ -8,6 +8,31 @@ use duckdb::vtab::arrow::WritableVector;
 
 use crate::error::Result;
 
+/// `VScalar::invoke` mapping each row through `f` (see `map_rows`). duckdb-rs 1.4 declares
+/// `invoke` unsafe and newer ones safe; the body is the same.
+macro_rules! invoke_rows {
+    ($f:expr) => {
+        #[cfg(not(duckdb14))]
+        fn invoke(
+            _: &(),
+            input: &mut DataChunkHandle,
+            output: &mut dyn WritableVector,
+        ) -> Result<(), Box<dyn std::error::Error>> {
+            super::scalar::map_rows(input, output, $f)
+        }
+
+        #[cfg(duckdb14)]
+        unsafe fn invoke(
+            _: &(),
+            input: &mut DataChunkHandle,
+            output: &mut dyn WritableVector,
+        ) -> Result<(), Box<dyn std::error::Error>> {
+            super::scalar::map_rows(input, output, $f)
+        }
+    };
+}
+pub(crate) use invoke_rows;
+
 /// Argument accessor for one row of a flat input chunk.
 pub struct Args<'a> {
     input: &'a DataChunkHandle,

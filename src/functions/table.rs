@@ -9,6 +9,8 @@ use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 use duckdb::Connection;
 
+#[cfg(duckdb14)]
+use super::host::ValueExt;
 use super::lake_batches;
 use super::rows::{self, Call, Cell, Ctx, DayRevenueRows, Rows};
 use crate::error::Result;
@@ -85,7 +87,7 @@ impl<F: RowsFunction> VTab for Table<F> {
     }
 
     fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
-        let mut named: Vec<_> = F::NAMED.iter().map(|(n, t)| (n.to_string(), LogicalTypeHandle::from(*t))).collect();
+        let mut named: Vec<_> = F::NAMED.iter().map(|(n, t)| (n.to_string(), rows::type_handle(t))).collect();
         if F::LAKE_OPTIONS {
             named.push((lake_batches::OPTIONS.to_string(), lake_batches::options_type()));
         }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import os
 import random
 import shutil
 import subprocess
@@ -44,8 +45,14 @@ def shared_dir() -> Path:
     return here  # missing: the tests that need it fail, naming this path
 
 
-EXT_PATH = ROOT / "build" / "release" / "streamhouse.duckdb_extension"
+# The artifact under test: the main build, or another one for a DuckDB line that needs its own
+# (`make test` runs a subset with the DuckDB 1.4 LTS artifact this way).
+EXT_PATH = Path(os.environ.get("STREAMHOUSE_EXTENSION") or ROOT / "build" / "release" / "streamhouse.duckdb_extension")
 CONFIG = {"allow_unsigned_extensions": "true"}
+# DuckDB 1.4's C API does not tell an extension the caller's search_path (README, "Supported DuckDB
+# versions"): its artifact keeps the serving layer in the default schema and refuses an unqualified
+# source name that exists in more than one schema.
+SEES_SEARCH_PATH = not duckdb.__version__.startswith("1.4.")
 
 # Company names chosen to break naive quoting / matching: quotes, SQL injection, non-ASCII,
 # LIKE wildcards, case variants, prefixes of each other, commas and double quotes (CSV).
@@ -214,3 +221,25 @@ def node():
             f"{NODE_DIR / 'node_modules'} is missing: run `make node-deps` (npm ci in test/node)", pytrace=False
         )
     return exe
+
+
+def serving_table_places(con) -> set:
+    return set(
+        con.execute(
+            "SELECT database_name, schema_name, table_name FROM duckdb_tables() WHERE NOT temporary "
+            "AND table_name IN ('fct_orders', 'mart_daily', 'serving_mart_counts', 'serving_meta')"
+        ).fetchall()
+    )
+
+
+def refuse_ambiguous_source(con, name: str, places: list[str]) -> None:
+    """DuckDB 1.4: an unqualified source that exists in several schemas is refused, naming them."""
+    before = serving_table_places(con)
+    with pytest.raises(duckdb.BinderException) as e:
+        build(con, name)
+    message = str(e.value)
+    assert message.startswith(f"Binder Error: serving_build: parameter 'source' = '{name}': "), message
+    assert "does not tell extensions the caller's search_path" in message, message
+    for place in places:
+        assert place in message, message
+    assert serving_table_places(con) == before, "a refused build changed the serving tables"

@@ -27,10 +27,24 @@ VENVS = {
     "2.0.0": (".venv-duckdb-2.0.0", "scripts/requirements-duckdb-2.0.0.txt"),
     "2.0.1": (".venv", "scripts/requirements.txt"),
 }
-# The artifact declares C API v1.5.6 (scripts/append_metadata.py): the C API functions the
-# duckdb crate calls exist from that version on.
-SUPPORTED = ["1.5.6", "2.0.0", "2.0.1"]
-REFUSED = ["1.2.2", "1.3.2", "1.4.5"]
+# The main artifact declares C API v1.5.6 (scripts/append_metadata.py): the C API functions the
+# duckdb crate calls exist from that version on. DuckDB 1.4 LTS loads its own artifact
+# (compat/duckdb-1.4, `make release-1.4`), pinned to exactly v1.4.5.
+SUPPORTED = ["1.4.5", "1.5.6", "2.0.0", "2.0.1"]
+REFUSED = ["1.2.2", "1.3.2"]
+LTS = "1.4.5"
+EXT14 = ROOT / "build" / "release-duckdb-1.4" / "streamhouse.duckdb_extension"
+
+
+def lts_artifact() -> str:
+    if not EXT14.is_file():
+        pytest.fail(f"{EXT14} missing: the DuckDB 1.4 LTS artifact is built by `make release-1.4`", pytrace=False)
+    return str(EXT14)
+
+
+def artifact(version: str, ext_path: str) -> str:
+    """The artifact DuckDB `version` loads: the 1.4 LTS one on 1.4.5, the main one elsewhere."""
+    return lts_artifact() if version == LTS else ext_path
 
 
 def python_of(version: str) -> Path:

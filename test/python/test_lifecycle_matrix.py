@@ -1,4 +1,4 @@
-"""Lifecycle scenarios in every host that loads the artifact: Python (DuckDB 1.5.6, 2.0.0, 2.0.1),
+"""Lifecycle scenarios in every host that loads the artifact: Python (DuckDB 1.4.5, 1.5.6, 2.0.0, 2.0.1),
 the duckdb 1.5.6 CLI and Node (@duckdb/node-api 1.5.6-r.1):
 
   (a) load only          (b) load and use            (c) use, close, reopen the file, re-LOAD
@@ -26,6 +26,7 @@ from conftest import NODE_DIR, ROOT, gen_rows, oracle, oracle_summary, sql_liter
 from matrix_util import (
     SUPPORTED,
     TIMEOUT,
+    artifact,
     check_exit,
     child_cmd,
     command_line,
@@ -160,11 +161,13 @@ def check_exit_during_build(first, reopened, rows, per_company, cells):
 @pytest.mark.parametrize("version", SUPPORTED)
 @pytest.mark.parametrize("how", ["close", "noclose"])
 def test_python_a_load_only(ext_path, version, how):
+    ext_path = artifact(version, ext_path)
     assert set(run_child(version, "load_only", ext_path, ":memory:", how)["functions"]) >= FUNCTIONS
 
 
 @pytest.mark.parametrize("version", SUPPORTED)
 def test_python_c_close_and_reopen(ext_path, dataset, tmp_path, version):
+    ext_path = artifact(version, ext_path)
     rows, csv_path, per_company, cells = dataset
     res = run_child(version, "close_reopen", ext_path, tmp_path / "c.duckdb", csv_path)
     check_close_reopen(res, rows, per_company, cells)
@@ -172,6 +175,7 @@ def test_python_c_close_and_reopen(ext_path, dataset, tmp_path, version):
 
 @pytest.mark.parametrize("version", SUPPORTED)
 def test_python_d_exit_without_close(ext_path, dataset, tmp_path, version):
+    ext_path = artifact(version, ext_path)
     rows, csv_path, per_company, cells = dataset
     db = tmp_path / "d.duckdb"
     check_use(run_child(version, "use", ext_path, db, csv_path, "noclose"), rows, per_company)
@@ -183,6 +187,7 @@ def test_python_e_exit_during_build_on_daemon_thread(ext_path, dataset, tmp_path
     """A crash here is a race (the daemon thread coming back while the interpreter finalizes), so
     the scenario runs a few times. If it crashes, the same exit with a plain long query and no
     extension (the control) tells whether DuckDB's Python package crashes on its own."""
+    ext_path = artifact(version, ext_path)
     rows, csv_path, per_company, cells = dataset
     for attempt in range(E_ATTEMPTS):
         db = tmp_path / f"e{attempt}.duckdb"

@@ -26,7 +26,18 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import build, connect, dashboard, gen_rows, load_table, oracle, oracle_summary, sql_literal
+from conftest import (
+    SEES_SEARCH_PATH,
+    build,
+    connect,
+    dashboard,
+    gen_rows,
+    load_table,
+    oracle,
+    oracle_summary,
+    refuse_ambiguous_source,
+    sql_literal,
+)
 
 CHANGE_COLUMNS = ["order_id", "company", "order_day", "revenue", "deleted"]
 CHANGE_SCHEMA = pa.schema(
@@ -217,6 +228,10 @@ def test_refresh_under_use_other_database(con, tmp_path):
         [[c[0] for c in decoy]],
     )
     con.execute("USE other")
+    if not SEES_SEARCH_PATH:
+        refuse_ambiguous_source(con, "src", ["memory.main", "other.main"])
+        assert_serves(con, first_state, [], fct="memory.main.fct_orders", mart="memory.main.mart_daily")
+        return
     assert build(con, "src")["fct_rows"] == len(second)
     for step in range(2):
         changes = random_changes(rng, second_state, second_companies, 300, 10**7 * (step + 1))

@@ -125,9 +125,15 @@ def test_lake_functions_refuse_outside(lake, setting, where):
         msg = str(e.value)
         assert DENIED in msg, f"{sql}: {msg}"
         assert "Permission Error" in msg, msg
-    # DuckDB's own reader agrees that the same files are off limits.
-    with pytest.raises(duckdb.Error, match="disabled by configuration"):
-        con.execute(f"SELECT * FROM read_parquet({sql_literal(lake[where] + '/bucket-0/*.parquet')})").fetchall()
+    # DuckDB's own reader agrees that the same files are off limits (DuckDB 1.4's does not follow
+    # a symlink inside an allowed directory before comparing, so it reads through `link`:
+    # streamhouse is stricter there).
+    own = f"SELECT * FROM read_parquet({sql_literal(lake[where] + '/bucket-0/*.parquet')})"
+    if where == "link" and "allowed_directories" in str(SETTINGS[setting](lake)) and duckdb.__version__ < "1.5":
+        assert len(con.execute(own).fetchall()) == len(ROWS)
+    else:
+        with pytest.raises(duckdb.Error, match="disabled by configuration"):
+            con.execute(own).fetchall()
     assert served(con) == before, "a refused call changed the serving layer"
     con.close()
 

@@ -6,6 +6,7 @@ import datetime
 
 import pytest
 from conftest import (
+    SEES_SEARCH_PATH,
     TRICKY_COMPANIES,
     build,
     connect,
@@ -14,6 +15,8 @@ from conftest import (
     load_table,
     oracle,
     oracle_summary,
+    refuse_ambiguous_source,
+    serving_table_places,
     sql_literal,
     write_csv,
 )
@@ -442,15 +445,6 @@ def test_company_with_more_days_than_one_vector(con, n_days):
 SERVING_TABLES = ["fct_orders", "mart_daily", "serving_mart_counts", "serving_meta"]
 
 
-def serving_table_places(con) -> set:
-    return set(
-        con.execute(
-            "SELECT database_name, schema_name, table_name FROM duckdb_tables() WHERE NOT temporary "
-            "AND table_name IN ('fct_orders', 'mart_daily', 'serving_mart_counts', 'serving_meta')"
-        ).fetchall()
-    )
-
-
 @pytest.mark.parametrize("how", ["search_path", "use"])
 def test_unqualified_source_resolves_like_the_callers_session(con, tmp_path, how):
     """README (lifecycle): unqualified names resolve through the caller's search_path, so `USE other`
@@ -473,6 +467,13 @@ def test_unqualified_source_resolves_like_the_callers_session(con, tmp_path, how
         home = ("other", "main")
     # What the caller means by "src":
     assert con.execute("SELECT count(*) FROM src").fetchone()[0] == len(real)
+    if not SEES_SEARCH_PATH:
+        refuse_ambiguous_source(con, "src", ["memory.main", ".".join(home)])
+        qualified = ".".join([*home, "src"])
+        assert_summary(build(con, qualified), real, qualified)
+        fct = con.execute("SELECT order_id, company, order_day, revenue FROM memory.main.fct_orders ORDER BY order_id")
+        assert fct.fetchall() == sorted(real), "DuckDB 1.4: the layer lives in the default schema"
+        return
     assert_summary(build(con, "src"), real, "src")
     assert serving_table_places(con) == {(*home, t) for t in SERVING_TABLES}, (
         "the serving tables must all live in the caller's current schema and nowhere else"
@@ -496,6 +497,11 @@ def test_a_second_layer_under_another_search_path_leaves_the_first_intact(con, t
     con.execute("CREATE SCHEMA staging")
     load_table(con, "staging.src", second, tmp_path)
     con.execute("SET search_path = 'staging'")
+    if not SEES_SEARCH_PATH:
+        refuse_ambiguous_source(con, "src", ["memory.main", "memory.staging"])
+        con.execute("RESET search_path")
+        assert_tables_match(con, first)
+        return
     assert build(con, "src")["fct_rows"] == len(second)
     # A refresh in staging: one order of the second source gets a new revenue.
     oid, company, day, _ = second[0]

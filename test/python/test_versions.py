@@ -1,7 +1,8 @@
-"""One artifact against the DuckDB version matrix (Python wheels 1.2.2 ... 2.0.1).
+"""The two artifacts against the DuckDB version matrix (Python wheels 1.2.2 ... 2.0.1).
 
-DuckDB 1.5.6, 2.0.0 and 2.0.1 load it and serve the oracle's answers. Older versions must refuse
-it at LOAD with DuckDB's own message (the footer declares C API v1.5.6; 1.2.2 also has another
+DuckDB 1.5.6, 2.0.0 and 2.0.1 load the main artifact (C API v1.5.6), DuckDB 1.4.5 the 1.4 LTS one
+(compat/duckdb-1.4: unstable C API, pinned to exactly v1.4.5), and serve the oracle's answers.
+Every other pairing must be refused at LOAD with DuckDB's own message (1.2.2 also has another
 platform name): a clean, catchable error, never a crash. Each version runs in its own venv, in a
 fresh process, through test/python/matrix_child.py.
 """
@@ -12,7 +13,7 @@ import re
 
 import pytest
 from conftest import gen_rows, oracle, oracle_summary, write_csv
-from matrix_util import REFUSED, SUPPORTED, dash_oracle, run_child
+from matrix_util import LTS, REFUSED, SUPPORTED, artifact, dash_oracle, lts_artifact, run_child
 
 CAPI_REFUSAL = (
     "The file was built for DuckDB C API version 'v1.5.6', but we can only load extensions "
@@ -22,6 +23,16 @@ PLATFORM_REFUSAL = (
     "built for the platform 'linux_amd64', but we can only load extensions built for platform 'linux_amd64_gcc4'"
 )
 EXPECTED_REFUSAL = {"1.2.2": [CAPI_REFUSAL, PLATFORM_REFUSAL], "1.3.2": [CAPI_REFUSAL], "1.4.5": [CAPI_REFUSAL]}
+
+
+def lts_refusal(version: str) -> list[str]:
+    """DuckDB's refusal of the 1.4 LTS artifact (built for exactly v1.4.5) by another version."""
+    texts = [
+        "The file was built specifically for DuckDB version 'v1.4.5' and can only be loaded with that "
+        f"version of DuckDB. (this version of DuckDB is 'v{version}')"
+    ]
+    return texts + ([PLATFORM_REFUSAL] if version == "1.2.2" else [])
+
 
 DDL = (
     "CREATE TABLE `lake`.`accounts` (id INT, bal INT, PRIMARY KEY (id) NOT ENFORCED) "
@@ -44,24 +55,33 @@ def dataset(tmp_path_factory):
     return rows, str(csv_path), per_company
 
 
-@pytest.mark.parametrize("version", REFUSED)
-def test_old_duckdb_refuses_load_cleanly(ext_path, version):
-    res = run_child(version, "refused", ext_path, ":memory:")
+def check_refused(version: str, ext: str, expected: list[str]) -> None:
+    res = run_child(version, "refused", ext, ":memory:")
     for attempt, error in enumerate(res["errors"]):
-        assert error is not None, f"DuckDB {version} loaded the artifact (attempt {attempt + 1})"
+        assert error is not None, f"DuckDB {version} loaded {ext} (attempt {attempt + 1})"
         assert error["type"] == "InvalidInputException", error
-        assert error["message"].startswith("Invalid Input Error: Failed to load '" + ext_path + "'"), error
-        for text in EXPECTED_REFUSAL[version]:
+        assert error["message"].startswith("Invalid Input Error: Failed to load '" + ext + "'"), error
+        for text in expected:
             assert text in error["message"], f"DuckDB {version}: {error['message']!r}"
     # The refusal left the connection usable and registered nothing.
     assert res["after"] == 42
     assert res["functions"] == []
 
 
+@pytest.mark.parametrize("version", [*REFUSED, LTS])
+def test_main_artifact_refused_below_1_5(ext_path, version):
+    check_refused(version, ext_path, EXPECTED_REFUSAL[version])
+
+
+@pytest.mark.parametrize("version", [v for v in [*REFUSED, *SUPPORTED] if v != LTS])
+def test_lts_artifact_refused_by_any_other_version(version):
+    check_refused(version, lts_artifact(), lts_refusal(version))
+
+
 @pytest.mark.parametrize("version", SUPPORTED)
 def test_supported_duckdb_loads_and_serves(ext_path, dataset, version):
     rows, csv_path, per_company = dataset
-    res = run_child(version, "use", ext_path, ":memory:", csv_path, "close")
+    res = run_child(version, "use", artifact(version, ext_path), ":memory:", csv_path, "close")
     want = oracle_summary(rows)
     assert res["summary"] == [
         want["fct_rows"],
