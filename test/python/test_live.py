@@ -1245,7 +1245,7 @@ def test_status_does_not_wait_while_a_follower_is_being_replaced(tmp_path):
     con = connect()
     con.execute(
         "CREATE VIEW slow AS SELECT i AS order_id, 'c' AS company, DATE '2024-01-01' AS order_day, "
-        "(hash(md5(md5(md5(i::VARCHAR)))) % 1000)::BIGINT AS revenue FROM range(2000000) t(i)"
+        "(hash(md5(md5(md5(i::VARCHAR)))) % 1000)::BIGINT AS revenue FROM range(5000000) t(i)"
     )
     con.execute("SELECT * FROM serving_build(?)", [source]).fetchall()
     con.execute("SELECT * FROM serving_follow(?, every := INTERVAL '20 ms')", [source]).fetchall()
