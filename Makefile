@@ -78,9 +78,9 @@ PYTEST_SUBSET := test/python/test_serving.py test/python/test_lake.py test/pytho
 	test/python/test_refresh_property.py::test_killer_cases \
 	test/python/test_refresh_property.py::test_failed_refresh_changes_nothing \
 	$(foreach s,0 1 2 3,'test/python/test_refresh_property.py::test_random_refresh_sequences[$(s)]')
-# The 1.4 artifact reads the sandbox settings its own way (src/functions/host.rs): its subset adds the
-# sandbox tests.
-PYTEST14 := $(PYTEST_SUBSET) test/python/test_sandbox.py
+# The 1.4 artifact reads the sandbox settings its own way (src/functions/host.rs) and runs under
+# duckdb-rs 1.4's callback glue: its subset adds the sandbox tests and the hostile-argument fuzz.
+PYTEST14 := $(PYTEST_SUBSET) test/python/test_sandbox.py test/python/test_fuzz.py
 
 pytest: release release-1.4 venv node-deps wheel
 	$(PY) -m pytest -q test/python

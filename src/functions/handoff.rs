@@ -38,117 +38,125 @@ impl VTab for Handoff {
     type InitData = Scan;
 
     fn bind(bind: &BindInfo) -> Result<Bound, Box<dyn std::error::Error>> {
-        let id = bind.get_parameter(0).to_int64();
-        let name = bind.get_parameter(1).to_string();
-        let part = Part::parse(&name).ok_or_else(|| refused(format!("unknown part '{name}'")))?;
-        let ty = LogicalTypeHandle::from;
-        let columns = match part {
-            Part::Keys => vec![("order_id", ty(LogicalTypeId::Bigint))],
-            Part::Mart => vec![
-                ("company", ty(LogicalTypeId::Varchar)),
-                ("order_day", ty(LogicalTypeId::Date)),
-                ("revenue", ty(LogicalTypeId::Hugeint)),
-            ],
-            Part::Rows => vec![
-                ("order_id", ty(LogicalTypeId::Bigint)),
-                ("company", ty(LogicalTypeId::Varchar)),
-                ("order_day", ty(LogicalTypeId::Date)),
-                ("revenue", ty(LogicalTypeId::Bigint)),
-            ],
-            Part::Counts => vec![
-                ("company", ty(LogicalTypeId::Varchar)),
-                ("order_days", LogicalTypeHandle::list(&ty(LogicalTypeId::Date))),
-                ("orders", LogicalTypeHandle::list(&ty(LogicalTypeId::Bigint))),
-            ],
-        };
-        for (name, ty) in columns {
-            bind.add_result_column(name, ty);
-        }
-        Ok(Bound { id, part })
+        super::guarded(|| {
+            let id = bind.get_parameter(0).to_int64();
+            let name = bind.get_parameter(1).to_string();
+            let part = Part::parse(&name).ok_or_else(|| refused(format!("unknown part '{name}'")))?;
+            let ty = LogicalTypeHandle::from;
+            let columns = match part {
+                Part::Keys => vec![("order_id", ty(LogicalTypeId::Bigint))],
+                Part::Mart => vec![
+                    ("company", ty(LogicalTypeId::Varchar)),
+                    ("order_day", ty(LogicalTypeId::Date)),
+                    ("revenue", ty(LogicalTypeId::Hugeint)),
+                ],
+                Part::Rows => vec![
+                    ("order_id", ty(LogicalTypeId::Bigint)),
+                    ("company", ty(LogicalTypeId::Varchar)),
+                    ("order_day", ty(LogicalTypeId::Date)),
+                    ("revenue", ty(LogicalTypeId::Bigint)),
+                ],
+                Part::Counts => vec![
+                    ("company", ty(LogicalTypeId::Varchar)),
+                    ("order_days", LogicalTypeHandle::list(&ty(LogicalTypeId::Date))),
+                    ("orders", LogicalTypeHandle::list(&ty(LogicalTypeId::Bigint))),
+                ],
+            };
+            for (name, ty) in columns {
+                bind.add_result_column(name, ty);
+            }
+            Ok(Bound { id, part })
+        })
     }
 
     fn init(init: &InitInfo) -> Result<Scan, Box<dyn std::error::Error>> {
-        // SAFETY: DuckDB keeps the bind data alive until the scan ends.
-        let bound = unsafe { &*init.get_bind_data::<Bound>() };
-        let contents = handoff::open(bound.id).ok_or_else(|| refused(format!("no parcel {}", bound.id)))?;
-        let fits = matches!(
-            (&*contents, bound.part),
-            (Contents::Keys(_), Part::Keys)
-                | (Contents::Mart(_), Part::Mart | Part::Counts)
-                | (Contents::Rows(_), Part::Rows)
-        );
-        if !fits {
-            return Err(refused(format!("parcel {} has no part '{}'", bound.id, bound.part.name())));
-        }
-        let runs = match (&*contents, bound.part) {
-            (Contents::Mart(m), Part::Counts) => m.company_runs(),
-            _ => Vec::new(),
-        };
-        Ok(Scan { contents, part: bound.part, runs, next: AtomicUsize::new(0) })
+        super::guarded(|| {
+            // SAFETY: DuckDB keeps the bind data alive until the scan ends.
+            let bound = unsafe { &*init.get_bind_data::<Bound>() };
+            let contents = handoff::open(bound.id).ok_or_else(|| refused(format!("no parcel {}", bound.id)))?;
+            let fits = matches!(
+                (&*contents, bound.part),
+                (Contents::Keys(_), Part::Keys)
+                    | (Contents::Mart(_), Part::Mart | Part::Counts)
+                    | (Contents::Rows(_), Part::Rows)
+            );
+            if !fits {
+                return Err(refused(format!("parcel {} has no part '{}'", bound.id, bound.part.name())));
+            }
+            let runs = match (&*contents, bound.part) {
+                (Contents::Mart(m), Part::Counts) => m.company_runs(),
+                _ => Vec::new(),
+            };
+            Ok(Scan { contents, part: bound.part, runs, next: AtomicUsize::new(0) })
+        })
     }
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {
-        let scan = func.get_init_data();
-        if let Contents::Rows(batches) = &*scan.contents {
-            return emit_rows(batches, &scan.next, output);
-        }
-        let len = match (&*scan.contents, scan.part) {
-            (Contents::Rows(_), _) => 0,
-            (Contents::Keys(k), _) => k.len(),
-            (_, Part::Counts) => scan.runs.len(),
-            (Contents::Mart(m), _) => m.len(),
-        };
-        let start = scan.next.load(Ordering::Relaxed).min(len);
-        let end = (start + CHUNK).min(len);
-        scan.next.store(end, Ordering::Relaxed);
-        let n = end - start;
-        // SAFETY (all slices): `n <= CHUNK`, the vectors' capacity (list children are reserved
-        // for `total` values first), and each column's Rust type is the one bind declared for
-        // it (BIGINT i64, DATE i32, HUGEINT i128).
-        match (&*scan.contents, scan.part) {
-            (Contents::Keys(keys), _) => unsafe {
-                output.flat_vector(0).as_mut_slice_with_len::<i64>(n).copy_from_slice(&keys[start..end]);
-            },
-            (Contents::Mart(mart), Part::Counts) => {
-                let runs = &scan.runs[start..end];
-                let total: usize = runs.iter().map(|r| r.len()).sum();
-                let company = output.flat_vector(0);
-                let (mut days, mut orders) = (output.list_vector(1), output.list_vector(2));
-                let mut day_values = days.child(total);
-                let mut order_values = orders.child(total);
-                let day_slots = unsafe { day_values.as_mut_slice_with_len::<i32>(total) };
-                let order_slots = unsafe { order_values.as_mut_slice_with_len::<i64>(total) };
-                let mut offset = 0;
-                for (i, run) in runs.iter().enumerate() {
-                    company.insert(i, mart.company(run.start));
-                    for (slot, day) in day_slots[offset..offset + run.len()].iter_mut().zip(mart.days(run.clone())) {
+        super::guarded(|| {
+            let scan = func.get_init_data();
+            if let Contents::Rows(batches) = &*scan.contents {
+                return emit_rows(batches, &scan.next, output);
+            }
+            let len = match (&*scan.contents, scan.part) {
+                (Contents::Rows(_), _) => 0,
+                (Contents::Keys(k), _) => k.len(),
+                (_, Part::Counts) => scan.runs.len(),
+                (Contents::Mart(m), _) => m.len(),
+            };
+            let start = scan.next.load(Ordering::Relaxed).min(len);
+            let end = (start + CHUNK).min(len);
+            scan.next.store(end, Ordering::Relaxed);
+            let n = end - start;
+            // SAFETY (all slices): `n <= CHUNK`, the vectors' capacity (list children are reserved
+            // for `total` values first), and each column's Rust type is the one bind declared for
+            // it (BIGINT i64, DATE i32, HUGEINT i128).
+            match (&*scan.contents, scan.part) {
+                (Contents::Keys(keys), _) => unsafe {
+                    output.flat_vector(0).as_mut_slice_with_len::<i64>(n).copy_from_slice(&keys[start..end]);
+                },
+                (Contents::Mart(mart), Part::Counts) => {
+                    let runs = &scan.runs[start..end];
+                    let total: usize = runs.iter().map(|r| r.len()).sum();
+                    let company = output.flat_vector(0);
+                    let (mut days, mut orders) = (output.list_vector(1), output.list_vector(2));
+                    let mut day_values = days.child(total);
+                    let mut order_values = orders.child(total);
+                    let day_slots = unsafe { day_values.as_mut_slice_with_len::<i32>(total) };
+                    let order_slots = unsafe { order_values.as_mut_slice_with_len::<i64>(total) };
+                    let mut offset = 0;
+                    for (i, run) in runs.iter().enumerate() {
+                        company.insert(i, mart.company(run.start));
+                        for (slot, day) in day_slots[offset..offset + run.len()].iter_mut().zip(mart.days(run.clone()))
+                        {
+                            *slot = day;
+                        }
+                        order_slots[offset..offset + run.len()].copy_from_slice(&mart.order_counts()[run.clone()]);
+                        days.set_entry(i, offset, run.len());
+                        orders.set_entry(i, offset, run.len());
+                        offset += run.len();
+                    }
+                    days.set_len(total);
+                    orders.set_len(total);
+                }
+                (Contents::Rows(_), _) => {}
+                (Contents::Mart(mart), _) => {
+                    let company = output.flat_vector(0);
+                    for (i, g) in (start..end).enumerate() {
+                        company.insert(i, mart.company(g));
+                    }
+                    let mut days = output.flat_vector(1);
+                    for (slot, day) in
+                        unsafe { days.as_mut_slice_with_len::<i32>(n) }.iter_mut().zip(mart.days(start..end))
+                    {
                         *slot = day;
                     }
-                    order_slots[offset..offset + run.len()].copy_from_slice(&mart.order_counts()[run.clone()]);
-                    days.set_entry(i, offset, run.len());
-                    orders.set_entry(i, offset, run.len());
-                    offset += run.len();
+                    let mut revenue = output.flat_vector(2);
+                    unsafe { revenue.as_mut_slice_with_len::<i128>(n) }.copy_from_slice(&mart.revenues()[start..end]);
                 }
-                days.set_len(total);
-                orders.set_len(total);
             }
-            (Contents::Rows(_), _) => {}
-            (Contents::Mart(mart), _) => {
-                let company = output.flat_vector(0);
-                for (i, g) in (start..end).enumerate() {
-                    company.insert(i, mart.company(g));
-                }
-                let mut days = output.flat_vector(1);
-                for (slot, day) in unsafe { days.as_mut_slice_with_len::<i32>(n) }.iter_mut().zip(mart.days(start..end))
-                {
-                    *slot = day;
-                }
-                let mut revenue = output.flat_vector(2);
-                unsafe { revenue.as_mut_slice_with_len::<i128>(n) }.copy_from_slice(&mart.revenues()[start..end]);
-            }
-        }
-        output.set_len(n);
-        Ok(())
+            output.set_len(n);
+            Ok(())
+        })
     }
 
     fn parameters() -> Option<Vec<LogicalTypeHandle>> {

@@ -4,6 +4,7 @@
 
 use std::sync::Mutex;
 
+use duckdb::arrow::datatypes::DataType;
 use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{record_batch_to_duckdb_data_chunk, to_duckdb_logical_type, BindInfo, Value};
@@ -75,6 +76,17 @@ pub fn declare(bind: &BindInfo, function: &'static str, schema: &duckdb::arrow::
         });
     }
     for field in schema.fields() {
+        if let DataType::Decimal128(width, _) | DataType::Decimal256(width, _) = field.data_type() {
+            if *width > 38 {
+                return Err(Error::DuckDb {
+                    context: function.into(),
+                    message: format!(
+                        "column '{}' is DECIMAL({width}, ...): DuckDB's DECIMAL holds at most 38 digits",
+                        field.name()
+                    ),
+                });
+            }
+        }
         let ty = to_duckdb_logical_type(field.data_type()).map_err(|e| Error::DuckDb {
             context: function.into(),
             message: format!("column '{}' has a type DuckDB cannot hold ({}): {e}", field.name(), field.data_type()),

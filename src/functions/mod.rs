@@ -22,6 +22,8 @@ mod serving_status;
 mod serving_unfollow;
 mod table;
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
 use duckdb::Connection;
 
 use crate::session::SharedSession;
@@ -62,4 +64,18 @@ pub fn register_all(con: &Connection, session: &SharedSession) -> duckdb::Result
     con.register_scalar_function::<paimon_tier_ddl::PaimonTierDdl>("paimon_tier_ddl")?;
     con.register_scalar_function::<paimon_tier_upsert::PaimonTierUpsert>("paimon_tier_upsert")?;
     Ok(())
+}
+
+/// Runs a callback body with a panic turned into an error. duckdb-rs 1.4's callback glue does not
+/// catch panics, and a panic reaching DuckDB's C frames aborts the host process (newer duckdb-rs
+/// catch them too; this costs nothing unless something panics).
+fn guarded<T>(body: impl FnOnce() -> Result<T, Box<dyn std::error::Error>>) -> Result<T, Box<dyn std::error::Error>> {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        Err(format!("streamhouse internal error (please report): {what}").into())
+    })
 }

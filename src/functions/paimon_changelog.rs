@@ -37,43 +37,47 @@ impl VTab for PaimonChangelog {
     type InitData = Batches;
 
     fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
-        let path = lake_batches::path_param(bind, NAME)?;
-        let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME)? };
-        let table = LakeTable::open(NAME, &path, &access)?;
-        table.check_readable()?;
-        let schema = output_schema(&*table.schema()?);
-        lake_batches::declare(bind, NAME, &schema)?;
-        Ok(Bind { table, from: lake_batches::snapshot_param(bind, "from_snapshot"), schema })
+        super::guarded(|| {
+            let path = lake_batches::path_param(bind, NAME)?;
+            let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME)? };
+            let table = LakeTable::open(NAME, &path, &access)?;
+            table.check_readable()?;
+            let schema = output_schema(&*table.schema()?);
+            lake_batches::declare(bind, NAME, &schema)?;
+            Ok(Bind { table, from: lake_batches::snapshot_param(bind, "from_snapshot"), schema })
+        })
     }
 
     fn init(init: &InitInfo) -> Result<Batches, Box<dyn std::error::Error>> {
-        // SAFETY: bind stored a boxed `Bind` before init runs; DuckDB frees it after execution.
-        let bind = unsafe { &*init.get_bind_data::<Bind>() };
-        let snapshots = bind.table.snapshots()?;
-        let (Some(first), Some(last)) = (snapshots.first().map(|s| s.id), snapshots.last().map(|s| s.id)) else {
-            return Ok(Batches::empty());
-        };
-        let from = bind.from.unwrap_or(first);
-        if from < first || from > last {
-            return Err(Box::new(Error::Lake {
-                function: NAME,
-                path: bind.table.path().to_string(),
-                problem: format!("from_snapshot {from} is outside the table's snapshots {first}..{last}"),
-            }));
-        }
-        let schema = bind.schema.clone();
-        Ok(Batches::new(bind.table.changes(from, last).map(move |item| {
-            let (id, batch) = item?;
-            // The audit log is `rowkind` followed by the table's columns.
-            let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![id; batch.num_rows()]))];
-            columns.extend(batch.columns().iter().cloned());
-            RecordBatch::try_new(schema.clone(), columns)
-                .map_err(|e| Error::DuckDb { context: NAME.into(), message: e.to_string() })
-        })))
+        super::guarded(|| {
+            // SAFETY: bind stored a boxed `Bind` before init runs; DuckDB frees it after execution.
+            let bind = unsafe { &*init.get_bind_data::<Bind>() };
+            let snapshots = bind.table.snapshots()?;
+            let (Some(first), Some(last)) = (snapshots.first().map(|s| s.id), snapshots.last().map(|s| s.id)) else {
+                return Ok(Batches::empty());
+            };
+            let from = bind.from.unwrap_or(first);
+            if from < first || from > last {
+                return Err(Box::new(Error::Lake {
+                    function: NAME,
+                    path: bind.table.path().to_string(),
+                    problem: format!("from_snapshot {from} is outside the table's snapshots {first}..{last}"),
+                }));
+            }
+            let schema = bind.schema.clone();
+            Ok(Batches::new(bind.table.changes(from, last).map(move |item| {
+                let (id, batch) = item?;
+                // The audit log is `rowkind` followed by the table's columns.
+                let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![id; batch.num_rows()]))];
+                columns.extend(batch.columns().iter().cloned());
+                RecordBatch::try_new(schema.clone(), columns)
+                    .map_err(|e| Error::DuckDb { context: NAME.into(), message: e.to_string() })
+            })))
+        })
     }
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {
-        func.get_init_data().emit(output)
+        super::guarded(|| func.get_init_data().emit(output))
     }
 
     fn parameters() -> Option<Vec<LogicalTypeHandle>> {

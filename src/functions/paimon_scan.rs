@@ -37,70 +37,74 @@ impl VTab for PaimonScan {
 
     // Bind reads only the table's schema (no side effects), to tell DuckDB the columns.
     fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
-        let path = lake_batches::path_param(bind, NAME)?;
-        let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME)? };
-        let mut table = LakeTable::open(NAME, &path, &access)?;
-        table.check_readable()?;
-        if let Some(id) = lake_batches::snapshot_param(bind, "snapshot") {
-            table = table.at(id)?;
-        }
-        let schema = table.schema()?;
-        lake_batches::declare(bind, NAME, &schema)?;
-        Ok(Bind { table, schema, threads: super::host::threads(bind) })
+        super::guarded(|| {
+            let path = lake_batches::path_param(bind, NAME)?;
+            let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME)? };
+            let mut table = LakeTable::open(NAME, &path, &access)?;
+            table.check_readable()?;
+            if let Some(id) = lake_batches::snapshot_param(bind, "snapshot") {
+                table = table.at(id)?;
+            }
+            let schema = table.schema()?;
+            lake_batches::declare(bind, NAME, &schema)?;
+            Ok(Bind { table, schema, threads: super::host::threads(bind) })
+        })
     }
 
     fn init(init: &InitInfo) -> Result<Batches, Box<dyn std::error::Error>> {
-        // SAFETY: bind stored a boxed `Bind` before init runs; DuckDB frees it after execution.
-        let bind = unsafe { &*init.get_bind_data::<Bind>() };
-        let wanted = projection(&init.get_column_indices(), bind.schema.fields().len());
-        let mut names: Vec<String> = Vec::new();
-        for &i in wanted.iter().flatten() {
-            let name = bind.schema.field(i).name();
-            if !names.contains(name) {
-                names.push(name.clone());
-            }
-        }
-        if names.is_empty() {
-            // Only rows are counted: read the narrowest thing that still yields every row.
-            names.push(bind.table.first_key_column().unwrap_or_else(|| bind.schema.field(0).name().clone()));
-        }
-        let scan = bind.table.scan(None, None, Some(names.clone()))?;
-        let threads = bind.threads.min(scan.splits()).max(1);
-        init.set_max_threads(threads as u64);
-        let stream = scan.stream(threads);
-        let positions: Vec<Option<usize>> = wanted
-            .iter()
-            .map(|w| w.map(|i| names.iter().position(|n| n == bind.schema.field(i).name()).unwrap_or(0)))
-            .collect();
-        if positions.iter().enumerate().all(|(k, p)| *p == Some(k)) && positions.len() == names.len() {
-            return Ok(Batches::new(stream));
-        }
-        // A row-id column (count(*)) or a column asked twice: lay each batch out as DuckDB asked.
-        Ok(Batches::new(stream.map(move |batch| {
-            let batch = batch?;
-            let mut fields = Vec::with_capacity(positions.len());
-            let mut columns: Vec<ArrayRef> = Vec::with_capacity(positions.len());
-            for p in &positions {
-                match p {
-                    Some(p) => {
-                        fields.push(batch.schema().field(*p).clone());
-                        columns.push(batch.column(*p).clone());
-                    }
-                    None => {
-                        fields.push(Field::new("rowid", DataType::Int64, false));
-                        columns.push(Arc::new(Int64Array::from(vec![0i64; batch.num_rows()])));
-                    }
+        super::guarded(|| {
+            // SAFETY: bind stored a boxed `Bind` before init runs; DuckDB frees it after execution.
+            let bind = unsafe { &*init.get_bind_data::<Bind>() };
+            let wanted = projection(&init.get_column_indices(), bind.schema.fields().len());
+            let mut names: Vec<String> = Vec::new();
+            for &i in wanted.iter().flatten() {
+                let name = bind.schema.field(i).name();
+                if !names.contains(name) {
+                    names.push(name.clone());
                 }
             }
-            let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-            RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options).map_err(|e| {
-                Error::DuckDb { context: NAME.into(), message: format!("laying out the projected columns: {e}") }
-            })
-        })))
+            if names.is_empty() {
+                // Only rows are counted: read the narrowest thing that still yields every row.
+                names.push(bind.table.first_key_column().unwrap_or_else(|| bind.schema.field(0).name().clone()));
+            }
+            let scan = bind.table.scan(None, None, Some(names.clone()))?;
+            let threads = bind.threads.min(scan.splits()).max(1);
+            init.set_max_threads(threads as u64);
+            let stream = scan.stream(threads);
+            let positions: Vec<Option<usize>> = wanted
+                .iter()
+                .map(|w| w.map(|i| names.iter().position(|n| n == bind.schema.field(i).name()).unwrap_or(0)))
+                .collect();
+            if positions.iter().enumerate().all(|(k, p)| *p == Some(k)) && positions.len() == names.len() {
+                return Ok(Batches::new(stream));
+            }
+            // A row-id column (count(*)) or a column asked twice: lay each batch out as DuckDB asked.
+            Ok(Batches::new(stream.map(move |batch| {
+                let batch = batch?;
+                let mut fields = Vec::with_capacity(positions.len());
+                let mut columns: Vec<ArrayRef> = Vec::with_capacity(positions.len());
+                for p in &positions {
+                    match p {
+                        Some(p) => {
+                            fields.push(batch.schema().field(*p).clone());
+                            columns.push(batch.column(*p).clone());
+                        }
+                        None => {
+                            fields.push(Field::new("rowid", DataType::Int64, false));
+                            columns.push(Arc::new(Int64Array::from(vec![0i64; batch.num_rows()])));
+                        }
+                    }
+                }
+                let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+                RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options).map_err(|e| {
+                    Error::DuckDb { context: NAME.into(), message: format!("laying out the projected columns: {e}") }
+                })
+            })))
+        })
     }
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {
-        func.get_init_data().emit(output)
+        super::guarded(|| func.get_init_data().emit(output))
     }
 
     fn supports_pushdown() -> bool {

@@ -18,7 +18,7 @@ macro_rules! invoke_rows {
             input: &mut DataChunkHandle,
             output: &mut dyn WritableVector,
         ) -> Result<(), Box<dyn std::error::Error>> {
-            super::scalar::map_rows(input, output, $f)
+            super::guarded(|| super::scalar::map_rows(input, output, $f))
         }
 
         #[cfg(duckdb14)]
@@ -27,7 +27,7 @@ macro_rules! invoke_rows {
             input: &mut DataChunkHandle,
             output: &mut dyn WritableVector,
         ) -> Result<(), Box<dyn std::error::Error>> {
-            super::scalar::map_rows(input, output, $f)
+            super::guarded(|| super::scalar::map_rows(input, output, $f))
         }
     };
 }

@@ -50,36 +50,40 @@ impl<F: RowsFunction> VTab for Table<F> {
     type InitData = Rows;
 
     fn bind(bind: &BindInfo) -> std::result::Result<Call, Box<dyn std::error::Error>> {
-        rows::declare(bind, F::COLUMNS);
-        let mut call = rows::bind_call(bind, F::NAME, F::PARAM)?;
-        call.named = F::NAMED
-            .iter()
-            .map(|(name, _)| bind.get_named_parameter(name).filter(|v| !v.is_null()).map(|v| v.to_string()))
-            .collect();
-        if F::LAKE_OPTIONS {
-            call.access.options = lake_batches::options_param(bind, F::NAME)?;
-        }
-        Ok(call)
+        super::guarded(|| {
+            rows::declare(bind, F::COLUMNS);
+            let mut call = rows::bind_call(bind, F::NAME, F::PARAM)?;
+            call.named = F::NAMED
+                .iter()
+                .map(|(name, _)| bind.get_named_parameter(name).filter(|v| !v.is_null()).map(|v| v.to_string()))
+                .collect();
+            if F::LAKE_OPTIONS {
+                call.access.options = lake_batches::options_param(bind, F::NAME)?;
+            }
+            Ok(call)
+        })
     }
 
     fn init(init: &InitInfo) -> std::result::Result<Rows, Box<dyn std::error::Error>> {
-        match F::ROLE {
+        super::guarded(|| match F::ROLE {
             Role::Reader => Ok(Rows::new(rows::run(init, F::ROLE, F::NAME, F::rows)?)),
             Role::Writer => {
                 let (rows, lease) = rows::run_writer(init, F::NAME, F::rows)?;
                 Ok(Rows::with_lease(rows, lease))
             }
-        }
+        })
     }
 
     fn func(
         func: &TableFunctionInfo<Self>,
         output: &mut DataChunkHandle,
     ) -> std::result::Result<(), Box<dyn std::error::Error>> {
-        let data = func.get_init_data();
-        data.commit()?;
-        data.emit(output);
-        Ok(())
+        super::guarded(|| {
+            let data = func.get_init_data();
+            data.commit()?;
+            data.emit(output);
+            Ok(())
+        })
     }
 
     fn parameters() -> Option<Vec<LogicalTypeHandle>> {
@@ -100,20 +104,26 @@ impl<F: CompanyFunction> VTab for PerCompany<F> {
     type InitData = DayRevenueRows;
 
     fn bind(bind: &BindInfo) -> std::result::Result<Call, Box<dyn std::error::Error>> {
-        rows::declare(bind, &rows::DAY_REVENUE);
-        Ok(rows::bind_call(bind, F::NAME, Some("company"))?)
+        super::guarded(|| {
+            rows::declare(bind, &rows::DAY_REVENUE);
+            Ok(rows::bind_call(bind, F::NAME, Some("company"))?)
+        })
     }
 
     fn init(init: &InitInfo) -> std::result::Result<DayRevenueRows, Box<dyn std::error::Error>> {
-        Ok(DayRevenueRows::new(rows::run(init, Role::Reader, F::NAME, |ctx| F::query(ctx.conn, &ctx.call.arg))?))
+        super::guarded(|| {
+            Ok(DayRevenueRows::new(rows::run(init, Role::Reader, F::NAME, |ctx| F::query(ctx.conn, &ctx.call.arg))?))
+        })
     }
 
     fn func(
         func: &TableFunctionInfo<Self>,
         output: &mut DataChunkHandle,
     ) -> std::result::Result<(), Box<dyn std::error::Error>> {
-        func.get_init_data().emit(output);
-        Ok(())
+        super::guarded(|| {
+            func.get_init_data().emit(output);
+            Ok(())
+        })
     }
 
     fn parameters() -> Option<Vec<LogicalTypeHandle>> {
