@@ -10,6 +10,8 @@ VENV15 := .venv-duckdb15
 MATRIX := 1.2.2 1.3.2 1.4.5 2.0.0
 VENV20 := .venv-duckdb-2.0.0
 VENV14 := .venv-duckdb-1.4.5
+# The duckdb 1.4.4 CLI (no 1.4.5 CLI wheel exists): it must refuse both artifacts at LOAD.
+VENVCLI14 := .venv-duckdb-cli-1.4.4
 # The DuckDB 1.4 LTS artifact (compat/duckdb-1.4): the same source against duckdb-rs 1.4.4, pinned
 # to DuckDB v1.4.5 by its footer (1.4 offers what we need only in its unstable C API).
 DUCKDB14 := v1.4.5
@@ -44,11 +46,17 @@ venv:
 	scripts/venv.sh .venv-duckdb-1.3.2 scripts/requirements-duckdb-1.3.2.txt
 	scripts/venv.sh $(VENV14) scripts/requirements-duckdb-1.4.5.txt scripts/constraints-duckdb-1.4.5.txt
 	scripts/venv.sh $(VENV20) scripts/requirements-duckdb-2.0.0.txt
+	scripts/venv.sh $(VENVCLI14) scripts/requirements-duckdb-cli-1.4.4.txt
+	@# That wheel installs the CLI binary as plain data, without its execute bit.
+	chmod +x $(VENVCLI14)/bin/duckdb
 
 node-deps: $(NODE_STAMP)
 
+# `npm install` with the lock file, not `npm ci`: the registry lacks the non-Linux platform
+# packages of @duckdb/node-bindings 1.4.5-r.1, so the lock cannot list them and `npm ci` refuses it
+# as out of sync. --no-save keeps the lock and package.json exactly as committed.
 $(NODE_STAMP): test/node/package.json test/node/package-lock.json
-	cd test/node && npm ci --no-audit --no-fund
+	cd test/node && npm install --no-save --no-audit --no-fund
 	touch $@
 
 unit:
@@ -117,4 +125,4 @@ fuzz: release venv
 
 clean:
 	cargo clean
-	rm -rf build $(VENV) $(VENV15) $(foreach v,$(MATRIX),.venv-duckdb-$(v)) test/node/node_modules
+	rm -rf build $(VENV) $(VENV15) $(foreach v,$(MATRIX),.venv-duckdb-$(v)) $(VENVCLI14) test/node/node_modules

@@ -1,4 +1,5 @@
-// The streamhouse extension through the Node binding (@duckdb/node-api, DuckDB 1.5.6), end to end:
+// The streamhouse extension through the Node binding (@duckdb/node-api: DuckDB 1.5.6, or 1.4.5 when
+// DUCKDB_NODE_API=duckdb-node-api-1.4, the alias in package.json), end to end:
 // LOAD, build, dashboard, refresh (twice), reconcile, status, errors as JavaScript exceptions, a
 // Paimon lake scan and a build from it, close. Run by test/python/test_node_binding.py:
 //   node binding.mjs EXT LAKE_TABLE_DIR
@@ -8,7 +9,7 @@
 // by pypaimon: this script prints `RESULT <json>` with what paimon_scan and the lake build returned,
 // and the Python driver compares that with pypaimon's own read.
 import assert from 'node:assert/strict';
-import { DuckDBInstance, DuckDBDateValue, version } from '@duckdb/node-api';
+const { DuckDBInstance, DuckDBDateValue, version } = await import(process.env.DUCKDB_NODE_API || '@duckdb/node-api');
 
 const [ext, lakeTable] = process.argv.slice(2);
 assert.ok(ext && lakeTable, 'usage: node binding.mjs EXT LAKE_TABLE_DIR');

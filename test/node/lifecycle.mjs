@@ -1,9 +1,10 @@
-// One step of a lifecycle scenario through @duckdb/node-api (DuckDB 1.5.6), run in a fresh
-// `node` process by test/python/test_lifecycle_matrix.py; the same steps as
-// test/python/matrix_child.py. Usage: node lifecycle.mjs STEP EXT DB [ARGS...]
+// One step of a lifecycle scenario through @duckdb/node-api (DuckDB 1.5.6; DuckDB 1.4.5 when
+// DUCKDB_NODE_API=duckdb-node-api-1.4, the alias in package.json), run in a fresh `node` process by
+// test/python/test_lifecycle_matrix.py; the same steps as test/python/matrix_child.py.
+// Usage: node lifecycle.mjs STEP EXT DB [ARGS...]
 // Prints one line `RESULT <json>`; exits 0 unless something unexpected happens.
 import { existsSync } from 'node:fs';
-import { DuckDBInstance, version } from '@duckdb/node-api';
+const { DuckDBInstance, version } = await import(process.env.DUCKDB_NODE_API || '@duckdb/node-api');
 
 const CFG = { allow_unsigned_extensions: 'true' };
 const COLUMNS = "{'order_id': 'BIGINT', 'company': 'VARCHAR', 'order_day': 'DATE', 'revenue': 'BIGINT'}";

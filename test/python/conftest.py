@@ -21,6 +21,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # The Node side of the binding and lifecycle tests (@duckdb/node-api pinned by its package-lock).
 NODE_DIR = ROOT / "test" / "node"
+# DuckDB version -> the name test/node/package.json installs its @duckdb/node-api under (1.4.5 as
+# an npm alias); test/node's scripts import the one DUCKDB_NODE_API names.
+NODE_APIS = {"1.5.6": "@duckdb/node-api", "1.4.5": "duckdb-node-api-1.4"}
+
+
+def node_env(version: str) -> dict:
+    """The environment that makes test/node's scripts run @duckdb/node-api of DuckDB `version`."""
+    return {**os.environ, "DUCKDB_NODE_API": NODE_APIS[version]}
 
 
 def shared_dir() -> Path:

@@ -1,5 +1,5 @@
 """Lifecycle scenarios in every host that loads the artifact: Python (DuckDB 1.4.5, 1.5.6, 2.0.0, 2.0.1),
-the duckdb 1.5.6 CLI and Node (@duckdb/node-api 1.5.6-r.1):
+the duckdb 1.5.6 CLI and Node (@duckdb/node-api 1.5.6-r.1 and 1.4.5-r.1):
 
   (a) load only          (b) load and use            (c) use, close, reopen the file, re-LOAD
   (d) exit without close, reopen in a new process    (e) exit while a serving_build runs
@@ -22,7 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import NODE_DIR, ROOT, gen_rows, oracle, oracle_summary, sql_literal, write_csv
+from conftest import NODE_APIS, NODE_DIR, ROOT, gen_rows, node_env, oracle, oracle_summary, sql_literal, write_csv
 from matrix_util import (
     SUPPORTED,
     TIMEOUT,
@@ -221,42 +221,53 @@ def test_python_e_exit_during_build_on_daemon_thread(ext_path, dataset, tmp_path
 # --------------------------------------------------------------------------------------------
 
 
-def run_node(node, step, *args) -> dict:
-    res = result_of(run([node, NODE_DIR / "lifecycle.mjs", step, *args], cwd=NODE_DIR))
-    assert res["version"] == "1.5.6", f"@duckdb/node-api runs DuckDB {res['version']}"
+NODE_VERSIONS = list(NODE_APIS)
+
+
+def run_node(node, version, step, ext_path, *args) -> dict:
+    """One lifecycle step in a fresh `node` process on @duckdb/node-api of DuckDB `version`,
+    loading the artifact that version loads."""
+    cmd = [node, NODE_DIR / "lifecycle.mjs", step, artifact(version, ext_path), *args]
+    res = result_of(run(cmd, cwd=NODE_DIR, env=node_env(version)))
+    assert res["version"] == version, f"{NODE_APIS[version]} runs DuckDB {res['version']}"
     return res
 
 
+@pytest.mark.parametrize("version", NODE_VERSIONS)
 @pytest.mark.parametrize("how", ["close", "noclose"])
-def test_node_a_load_only(node, ext_path, how):
-    assert set(run_node(node, "load_only", ext_path, ":memory:", how)["functions"]) >= FUNCTIONS
+def test_node_a_load_only(node, ext_path, version, how):
+    assert set(run_node(node, version, "load_only", ext_path, ":memory:", how)["functions"]) >= FUNCTIONS
 
 
-def test_node_b_load_and_use(node, ext_path, dataset):
+@pytest.mark.parametrize("version", NODE_VERSIONS)
+def test_node_b_load_and_use(node, ext_path, dataset, version):
     rows, csv_path, per_company, _cells = dataset
-    check_use(run_node(node, "use", ext_path, ":memory:", csv_path, "close"), rows, per_company)
+    check_use(run_node(node, version, "use", ext_path, ":memory:", csv_path, "close"), rows, per_company)
 
 
+@pytest.mark.parametrize("version", NODE_VERSIONS)
 @pytest.mark.parametrize("gap_ms", REOPEN_GAPS)
-def test_node_c_close_and_reopen(node, ext_path, dataset, tmp_path, gap_ms):
+def test_node_c_close_and_reopen(node, ext_path, dataset, tmp_path, version, gap_ms):
     rows, csv_path, per_company, cells = dataset
-    res = run_node(node, "close_reopen", ext_path, tmp_path / "c.duckdb", csv_path, CYCLES, gap_ms)
+    res = run_node(node, version, "close_reopen", ext_path, tmp_path / "c.duckdb", csv_path, CYCLES, gap_ms)
     assert res["mismatches"] == []
     check_close_reopen(res, rows, per_company, cells)
 
 
-def test_node_d_exit_without_close(node, ext_path, dataset, tmp_path):
+@pytest.mark.parametrize("version", NODE_VERSIONS)
+def test_node_d_exit_without_close(node, ext_path, dataset, tmp_path, version):
     rows, csv_path, per_company, cells = dataset
     db = tmp_path / "d.duckdb"
-    check_use(run_node(node, "use", ext_path, db, csv_path, "noclose"), rows, per_company)
-    check_reopened(run_node(node, "reopen", ext_path, db, "src"), rows, per_company, cells)
+    check_use(run_node(node, version, "use", ext_path, db, csv_path, "noclose"), rows, per_company)
+    check_reopened(run_node(node, version, "reopen", ext_path, db, "src"), rows, per_company, cells)
 
 
-def test_node_e_process_exit_during_unawaited_build(node, ext_path, dataset, tmp_path):
+@pytest.mark.parametrize("version", NODE_VERSIONS)
+def test_node_e_process_exit_during_unawaited_build(node, ext_path, dataset, tmp_path, version):
     rows, csv_path, per_company, cells = dataset
     db = tmp_path / "e.duckdb"
-    first = run_node(node, "exit_during_build", ext_path, db, csv_path, BIG_ROWS)
-    reopened = run_node(node, "reopen", ext_path, db, "src")
+    first = run_node(node, version, "exit_during_build", ext_path, db, csv_path, BIG_ROWS)
+    reopened = run_node(node, version, "reopen", ext_path, db, "src")
     check_exit_during_build(first, reopened, rows, per_company, cells)
 
 

@@ -12,8 +12,19 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import gen_rows, oracle, oracle_summary, write_csv
-from matrix_util import LTS, REFUSED, SUPPORTED, artifact, dash_oracle, lts_artifact, run_child
+from conftest import ROOT, gen_rows, oracle, oracle_summary, write_csv
+from matrix_util import (
+    LTS,
+    REFUSED,
+    SUPPORTED,
+    artifact,
+    dash_oracle,
+    describe,
+    lts_artifact,
+    run_child,
+    run_unchecked,
+)
+from test_cli import json_results
 
 CAPI_REFUSAL = (
     "The file was built for DuckDB C API version 'v1.5.6', but we can only load extensions "
@@ -94,3 +105,23 @@ def test_supported_duckdb_loads_and_serves(ext_path, dataset, version):
     assert squash(res["ddl"]) == DDL, res["ddl"]
     assert res["upsert"] == UPSERT
     assert res["reconcile"] == 0
+
+
+CLI14 = ROOT / ".venv-duckdb-cli-1.4.4" / "bin" / "duckdb"
+
+
+@pytest.mark.parametrize("which", ["main", "lts"])
+def test_duckdb_1_4_4_cli_refuses_both_artifacts(ext_path, which):
+    """The newest 1.4 CLI wheel is 1.4.4: it must refuse the main artifact (C API v1.5.6) and the
+    1.4 LTS one (pinned to exactly v1.4.5) at LOAD, with DuckDB's own message and a clean exit
+    code, and go on serving plain SQL after the refusal."""
+    if not CLI14.is_file():
+        pytest.fail(f"{CLI14} missing: made by `make venv`", pytrace=False)
+    ext = ext_path if which == "main" else lts_artifact()
+    expected = [CAPI_REFUSAL] if which == "main" else lts_refusal("1.4.4")
+    p = run_unchecked([CLI14, "-unsigned", "-json"], input=f"LOAD '{ext}';\nSELECT 42 AS answer;\n")
+    assert p.returncode == 1, f"{describe(p.returncode)}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    assert f"Failed to load '{ext}'" in p.stderr, p.stderr
+    for text in expected:
+        assert text in p.stderr, p.stderr
+    assert json_results(p.stdout) == [[{"answer": 42}]], "the CLI did not go on after the refused LOAD"
