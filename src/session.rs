@@ -18,7 +18,9 @@
 //! - a watchdog thread asks DuckDB every few milliseconds how many connections the instance
 //!   has (`duckdb_connection_count()`); once ours are the only ones on two looks in a row, no
 //!   user can reach this instance any more and the watchdog drops our connections, which
-//!   destroys the instance: DuckDB checkpoints, releases the lock and frees memory;
+//!   destroys the instance: DuckDB checkpoints, releases the lock and frees memory — unless a
+//!   new instance of the same file was opened meanwhile in this process, under which that
+//!   shutdown would write: then the old instance is left in memory, unused (`Session::retire`);
 //! - at process exit nothing of ours may run DuckDB code (its static state is being torn down;
 //!   a checkpoint there crashed the CLI), so a process that exits without closing leaves its
 //!   last changes in the WAL, which DuckDB replays on the next open: nothing is lost.
@@ -97,6 +99,8 @@ pub struct Session {
     /// The storage options last given for a Paimon source (path, options), kept in memory only
     /// so that refresh, follow and status reach the table a build reached; never persisted.
     lake_options: Mutex<Option<(String, crate::lake::LakeOptions)>>,
+    /// This instance's own descriptors on its database files, claimed at LOAD.
+    own_fds: Vec<i32>,
 }
 
 /// The writer connection lent to one statement, its transaction open until `commit`.
@@ -176,14 +180,99 @@ fn held(conn: Connection) -> Mutex<Option<Held>> {
 /// which is always the case inside a user's statement calling us; the watchdog then retries as
 /// soon as that statement has ended.
 fn settle(conn: &Connection) -> bool {
-    let files: Vec<String> = conn
-        .prepare_cached(
-            "SELECT database_name FROM duckdb_databases() WHERE type = 'duckdb' AND NOT internal AND NOT readonly \
-             AND coalesce(path, '') <> ''",
-        )
-        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
-        .unwrap_or_default();
-    files.iter().all(|name| conn.execute_batch(&format!("CHECKPOINT {}", quote::ident(name))).is_ok())
+    file_databases(conn)
+        .iter()
+        .filter(|db| !db.readonly)
+        .all(|db| conn.execute_batch(&format!("CHECKPOINT {}", quote::ident(&db.name))).is_ok())
+}
+
+/// A database file attached to the instance.
+struct FileDatabase {
+    name: String,
+    path: String,
+    readonly: bool,
+}
+
+fn file_databases(conn: &Connection) -> Vec<FileDatabase> {
+    conn.prepare_cached(
+        "SELECT database_name, path, readonly FROM duckdb_databases() WHERE type = 'duckdb' AND NOT internal \
+         AND coalesce(path, '') <> ''",
+    )
+    .and_then(|mut s| {
+        s.query_map([], |r| Ok(FileDatabase { name: r.get(0)?, path: r.get(1)?, readonly: r.get(2)? }))?.collect()
+    })
+    .unwrap_or_default()
+}
+
+/// Whether a database file of this instance is open in another DuckDB instance of this process:
+/// one opened on the same file after the user closed this one but before the watchdog let go of
+/// it (the CLI's `.open`, Node's `DuckDBInstance.create`). Destroying this instance then would
+/// write into that file under the new one: its shutdown checkpoints and removes the WAL the new
+/// instance has read (or, later, written: its commits would be lost). A DuckDB instance opens its
+/// database file exactly once, and DuckDB refuses to attach one file twice, so two descriptors
+/// of one file mean two instances. Checked only before a checkpoint or a release.
+fn opened_by_another_instance(conn: &Connection) -> bool {
+    descriptors(conn).iter().any(|fds| fds.len() > 1)
+}
+
+/// Which descriptors on database files belong to which of this process's instances with
+/// streamhouse loaded, so that a new instance can tell its own descriptor from an older one's.
+struct Descriptors {
+    /// Each live session's own descriptors (claimed at LOAD, given up at release).
+    claimed: Vec<i32>,
+    /// Retired instances' descriptors (`Session::retire`): open until the process exits, never
+    /// written through again, so they are no other instance to protect.
+    retired: Vec<i32>,
+}
+
+static FDS: Mutex<Descriptors> = Mutex::new(Descriptors { claimed: Vec::new(), retired: Vec::new() });
+
+fn fds() -> MutexGuard<'static, Descriptors> {
+    FDS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// At LOAD: this instance's own descriptor on each of its database files, the one no other
+/// session has claimed (none for a file where that is ambiguous), claimed for it.
+fn claim_own_descriptors(conn: &Connection) -> Vec<i32> {
+    let found = descriptors(conn);
+    let mut registry = fds();
+    let own: Vec<i32> = found
+        .into_iter()
+        .filter_map(|fds| {
+            let unclaimed: Vec<i32> = fds.into_iter().filter(|fd| !registry.claimed.contains(fd)).collect();
+            (unclaimed.len() == 1).then(|| unclaimed[0])
+        })
+        .collect();
+    registry.claimed.extend(&own);
+    own
+}
+
+/// This process's descriptors on each database file of the instance, retired ones left out.
+fn descriptors(conn: &Connection) -> Vec<Vec<i32>> {
+    use std::os::unix::fs::MetadataExt;
+    let files: Vec<(u64, u64)> = file_databases(conn)
+        .iter()
+        .filter_map(|db| std::fs::metadata(&db.path).ok())
+        .map(|m| (m.dev(), m.ino()))
+        .collect();
+    let mut found = vec![Vec::new(); files.len()];
+    if files.is_empty() {
+        return found;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else { return found };
+    let retired = fds().retired.clone();
+    for entry in entries.flatten() {
+        let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        if retired.contains(&fd) {
+            continue;
+        }
+        // metadata() follows the descriptor's link to what it has open (stat only: never opens it).
+        let Ok(m) = std::fs::metadata(entry.path()) else { continue };
+        if let Some(i) = files.iter().position(|&f| f == (m.dev(), m.ino())) {
+            found[i].push(fd);
+        }
+    }
+    found
 }
 
 impl Session {
@@ -192,7 +281,9 @@ impl Session {
     pub fn start(con: &Connection) -> duckdb::Result<SharedSession> {
         let writer = held(con.try_clone()?);
         let readers = (0..READERS).map(|_| con.try_clone().map(held)).collect::<duckdb::Result<Vec<_>>>()?;
+        let own_fds = claim_own_descriptors(con);
         let session = Arc::new(Session {
+            own_fds,
             writer,
             ours: readers.len() + 1,
             readers,
@@ -239,11 +330,29 @@ impl Session {
     /// Drops every connection; `guards` are slots already locked by the caller.
     fn release_all(&self, guards: Vec<MutexGuard<'_, Option<Held>>>) {
         self.released.store(true, Ordering::SeqCst);
+        fds().claimed.retain(|fd| !self.own_fds.contains(fd));
         for mut g in guards {
             drop(g.take());
         }
         for slot in self.slots() {
             drop(lock(slot).take());
+        }
+    }
+
+    /// Lets go of the instance without destroying it: another instance has its file open, and
+    /// destroying this one would write under it (see `opened_by_another_instance`). It stays in
+    /// memory, never used again, until the process exits: the price of a reopen that raced the
+    /// release, paid instead of the new instance's data.
+    fn retire(&self, guards: Vec<MutexGuard<'_, Option<Held>>>) {
+        self.released.store(true, Ordering::SeqCst);
+        let mut registry = fds();
+        registry.claimed.retain(|fd| !self.own_fds.contains(fd));
+        registry.retired.extend(&self.own_fds);
+        drop(registry);
+        for mut g in guards {
+            if let Some(held) = g.take() {
+                std::mem::forget(held);
+            }
         }
     }
 
@@ -266,7 +375,9 @@ impl Session {
             }
         }
         let Some(held) = guards.iter().find_map(|g| g.as_ref()) else { return true };
-        if self.unsettled.load(Ordering::SeqCst) && settle(&held.conn) {
+        // Never checkpoint a file another instance has opened since: it would rewrite the file
+        // under that instance.
+        if self.unsettled.load(Ordering::SeqCst) && !opened_by_another_instance(&held.conn) && settle(&held.conn) {
             self.unsettled.store(false, Ordering::SeqCst);
         }
         let count: std::result::Result<u64, _> = held
@@ -292,7 +403,11 @@ impl Session {
             //
             _ => {
                 drop(alone_since);
-                self.release_all(guards);
+                if opened_by_another_instance(&held.conn) {
+                    self.retire(guards);
+                } else {
+                    self.release_all(guards);
+                }
                 true
             }
         }
