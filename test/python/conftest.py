@@ -224,9 +224,10 @@ def node():
     exe = shutil.which("node")
     if exe is None:
         pytest.fail("`node` is not on PATH (Node.js >= 20 is needed for test/node)", pytrace=False)
-    if not (NODE_DIR / "node_modules" / "@duckdb" / "node-api" / "package.json").is_file():
+    missing = [api for api in NODE_APIS.values() if not (NODE_DIR / "node_modules" / api / "package.json").is_file()]
+    if missing:
         pytest.fail(
-            f"{NODE_DIR / 'node_modules'} is missing: run `make node-deps` (npm ci in test/node)", pytrace=False
+            f"{', '.join(missing)} missing from {NODE_DIR / 'node_modules'}: run `make node-deps`", pytrace=False
         )
     return exe
 
