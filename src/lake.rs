@@ -131,7 +131,7 @@ pub struct Access {
 }
 
 /// `scheme://user:password@host/...` shown without its user info.
-fn without_userinfo(path: &str) -> String {
+pub fn without_userinfo(path: &str) -> String {
     let Some(i) = path.find("://") else { return path.to_string() };
     let rest = &path[i + 3..];
     let authority_end = rest.find('/').unwrap_or(rest.len());
@@ -227,6 +227,8 @@ pub struct LakeTable {
     pinned: Option<i64>,
     /// Why the table's rows cannot be read (a feature refused by name); its snapshots can be.
     unreadable: Option<String>,
+    /// DuckDB's sandbox as the statement was bound: every file a read plans must pass it too.
+    sandbox: Sandbox,
 }
 
 /// One row of `paimon_snapshots`.
@@ -350,7 +352,7 @@ impl LakeTable {
             }
             (path.trim_end_matches('/').to_string(), None)
         } else {
-            Self::check_local(&place, path)?
+            Self::check_local(&place, crate::sandbox::local_path(path))?
         };
         let props = options.storage_props(path);
         let table = place
@@ -368,7 +370,7 @@ impl LakeTable {
                 })
             })?;
         let unreadable = orc.or_else(|| refuse_unsupported(table.schema().options()).err());
-        Ok(LakeTable { table, place, remote, pinned: None, unreadable })
+        Ok(LakeTable { table, place, remote, pinned: None, unreadable, sandbox: sandbox.clone() })
     }
 
     /// The local directory checks: it exists, is readable, holds a Paimon table, and nothing
@@ -477,6 +479,7 @@ impl LakeTable {
             remote: self.remote,
             pinned: Some(id),
             unreadable: self.unreadable.clone(),
+            sandbox: self.sandbox.clone(),
         })
     }
 
@@ -538,6 +541,7 @@ impl LakeTable {
             let splits = plan.splits().to_vec();
             Ok((pinned, splits))
         })?;
+        confine(&self.sandbox, &splits).map_err(|problem| self.place.err(problem))?;
         Ok(Scan {
             snapshot: Some(target),
             table: Some(pinned),
@@ -561,6 +565,7 @@ impl LakeTable {
         let table = self.table.clone();
         let place = self.place.clone();
         let remote = self.remote;
+        let sandbox = self.sandbox.clone();
         spawn_reader(&self.place, &mut stream, tx, move |tx| {
             let current = table.schema().id();
             for id in from..=to {
@@ -585,6 +590,9 @@ impl LakeTable {
                 let sent = run_stream(&place, remote, &tx, |batch| Ok((id, batch)), async {
                     let rb = table.new_read_builder();
                     let plan = rb.new_incremental_scan(IncrementalScanMode::Auto, id - 1, id).plan().await?;
+                    if let Err(message) = confine(&sandbox, &plan.data_splits()) {
+                        return Err(paimon::Error::DataInvalid { message, source: None });
+                    }
                     rb.new_read()?.to_audit_log_arrow(&plan)
                 });
                 if !sent {
@@ -594,6 +602,33 @@ impl LakeTable {
         });
         stream
     }
+}
+
+/// Refuses a read whose plan would open a file DuckDB's sandbox forbids. The table directory was
+/// checked at open, but a table's own metadata chooses where its files are: the option
+/// `data-file.path-directory`, a data file's external path in a manifest, a deletion vector's
+/// index file. Each file of the plan must pass as a file DuckDB's readers could open.
+fn confine(sandbox: &Sandbox, splits: &[DataSplit]) -> std::result::Result<(), String> {
+    if sandbox.external_access {
+        return Ok(());
+    }
+    for split in splits {
+        let deletion_files =
+            split.data_deletion_files().unwrap_or_default().iter().flatten().map(|d| d.path().to_string());
+        let files = split.data_files().iter().flat_map(|f| f.collect_files(split.bucket_path()));
+        for file in files.chain(deletion_files) {
+            if !sandbox.permits(&file) {
+                return Err(format!(
+                    "Permission Error: the table's metadata points a read at \"{}\", which file system operations \
+                     disabled by configuration forbid (enable_external_access = false, and it is not inside \
+                     allowed_directories {:?})",
+                    without_userinfo(&file),
+                    sandbox.allowed_directories
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The scan that yields a table's full merged state. Paimon's batch scan skips level-0 files

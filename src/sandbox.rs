@@ -25,39 +25,58 @@ pub struct Sandbox {
 
 use crate::lake::is_remote;
 
-/// `..` and `.` removed lexically from an absolute path (for paths that do not exist).
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
+/// Symlinks followed in one resolution before giving up (the kernel's own limit is 40).
+const MAX_LINKS: usize = 40;
+
+/// Where `path` really points, resolved the way the kernel walks it: component by component,
+/// each existing symlink followed and each `..` taken from the real directory reached so far
+/// (so `allowed/link/..` is the parent of the link's target, not `allowed`). Components past
+/// the first one that does not exist are joined as written: there is nothing there to follow,
+/// and the kernel could not open the path either.
+fn resolve(path: &Path) -> PathBuf {
+    resolve_within(path, MAX_LINKS)
 }
 
-/// The path with symlinks and `..` resolved as far as it exists; the rest joined lexically.
-fn resolve(path: &Path) -> PathBuf {
+fn resolve_within(path: &Path, links_left: usize) -> PathBuf {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let lexical = normalize(&absolute);
-    if let Ok(real) = std::fs::canonicalize(&absolute) {
-        return real;
-    }
-    // The deepest existing ancestor decides where the path really points.
-    let mut existing = lexical.clone();
-    let mut rest = Vec::new();
-    while let Some(name) = existing.file_name().map(|n| n.to_os_string()) {
-        existing.pop();
-        rest.push(name);
-        if let Ok(real) = std::fs::canonicalize(&existing) {
-            return rest.iter().rev().fold(real, |p, n| p.join(n));
+    let mut real = PathBuf::from("/");
+    let mut exists = true;
+    for c in absolute.components() {
+        match c {
+            Component::RootDir | Component::Prefix(_) | Component::CurDir => {}
+            Component::ParentDir => {
+                real.pop();
+            }
+            Component::Normal(name) => {
+                let next = real.join(name);
+                let meta = if exists { std::fs::symlink_metadata(&next).ok() } else { None };
+                match meta {
+                    Some(m) if m.file_type().is_symlink() => match std::fs::canonicalize(&next) {
+                        Ok(target) => real = target,
+                        // A dangling link (or a loop): where it points, as far as that exists.
+                        Err(_) => {
+                            exists = false;
+                            real = match std::fs::read_link(&next) {
+                                Ok(target) if links_left > 0 => resolve_within(&real.join(target), links_left - 1),
+                                _ => next,
+                            };
+                        }
+                    },
+                    Some(_) => real = next,
+                    None => {
+                        exists = false;
+                        real = next;
+                    }
+                }
+            }
         }
     }
-    lexical
+    real
+}
+
+/// A local path as the file system sees it (`file://` dropped, as DuckDB's readers do).
+pub fn local_path(path: &str) -> &str {
+    path.strip_prefix("file://").or_else(|| path.strip_prefix("file:")).unwrap_or(path)
 }
 
 impl Default for Sandbox {
@@ -67,15 +86,17 @@ impl Default for Sandbox {
 }
 
 impl Sandbox {
-    /// A remote path is allowed, like DuckDB's, when an allowed directory or path is a remote
-    /// prefix of it (e.g. `s3://bucket/lake/`) and it has no `..` segment to climb out with.
-    fn permits_remote(&self, path: &str) -> bool {
+    /// A remote path is allowed, like DuckDB's, when an allowed directory is a remote prefix of
+    /// it (e.g. `s3://bucket/lake/`) or, for a single file, when it is one of `allowed_paths`;
+    /// never with a `.` or `..` segment to climb out with.
+    fn permits_remote(&self, path: &str, file: bool) -> bool {
         let climbs = path.split('/').any(|seg| seg == ".." || seg == ".");
+        let under = |d: &String| {
+            is_remote(d)
+                && (path == d.trim_end_matches('/') || path.starts_with(&format!("{}/", d.trim_end_matches('/'))))
+        };
         !climbs
-            && self.allowed_directories.iter().chain(&self.allowed_paths).any(|d| {
-                is_remote(d)
-                    && (path == d.trim_end_matches('/') || path.starts_with(&format!("{}/", d.trim_end_matches('/'))))
-            })
+            && (self.allowed_directories.iter().any(under) || (file && self.allowed_paths.iter().any(|p| p == path)))
     }
 
     /// No restriction (external access on): what DuckDB does by default.
@@ -84,11 +105,12 @@ impl Sandbox {
     }
 
     fn inside_allowed_directory(&self, real: &Path) -> bool {
-        self.allowed_directories.iter().any(|d| real.starts_with(resolve(Path::new(d))))
+        self.allowed_directories.iter().filter(|d| !is_remote(d)).any(|d| real.starts_with(resolve(Path::new(d))))
     }
 
     fn permits_resolved(&self, real: &Path) -> bool {
-        self.allowed_paths.iter().any(|p| resolve(Path::new(p)) == real) || self.inside_allowed_directory(real)
+        self.allowed_paths.iter().filter(|p| !is_remote(p)).any(|p| resolve(Path::new(p)) == real)
+            || self.inside_allowed_directory(real)
     }
 
     /// The settings as they stand now, read on one of our connections (they are global, so
@@ -122,15 +144,15 @@ impl Sandbox {
             return false;
         }
         if is_remote(path) {
-            return self.permits_remote(path);
+            return self.permits_remote(path, true);
         }
-        let local = path.strip_prefix("file://").unwrap_or(path);
+        let local = local_path(path);
         !local.contains('\0') && self.permits_resolved(&resolve(Path::new(local)))
     }
 
     /// The error DuckDB's readers give, naming the setting and what is allowed.
     pub fn denied(&self, function: &'static str, path: &str) -> Error {
-        let shown: String = path.chars().take(512).collect();
+        let shown: String = crate::lake::without_userinfo(path).chars().take(512).collect();
         Error::Lake {
             function,
             path: shown.clone(),
@@ -152,24 +174,34 @@ impl Sandbox {
         }
         if is_remote(dir) {
             // Object storage has no symlinks: the prefix decides.
-            return if self.permits_remote(dir) { Ok(()) } else { Err(self.denied(function, dir)) };
+            return if self.permits_remote(dir, false) { Ok(()) } else { Err(self.denied(function, dir)) };
         }
-        let local = dir.strip_prefix("file://").unwrap_or(dir);
+        let local = local_path(dir);
         if local.len() > crate::lake::MAX_PATH
             || local.contains('\0')
             || !self.inside_allowed_directory(&resolve(Path::new(local)))
         {
             return Err(self.denied(function, dir));
         }
-        let mut pending = vec![PathBuf::from(local)];
+        // Symlinked directories are walked too (their targets were checked): paimon-rust reads
+        // through them. Each real directory once, so a link loop ends.
+        let mut seen = std::collections::HashSet::new();
+        let mut pending = vec![resolve(Path::new(local))];
         while let Some(d) = pending.pop() {
+            if !seen.insert(d.clone()) {
+                continue;
+            }
             let Ok(entries) = std::fs::read_dir(&d) else { continue };
             for entry in entries.flatten() {
                 let Ok(kind) = entry.file_type() else { continue };
                 let p = entry.path();
                 if kind.is_symlink() {
-                    if !self.permits_resolved(&resolve(&p)) {
+                    let real = resolve(&p);
+                    if !self.permits_resolved(&real) {
                         return Err(self.denied(function, &p.to_string_lossy()));
+                    }
+                    if real.is_dir() {
+                        pending.push(real);
                     }
                 } else if kind.is_dir() {
                     pending.push(p);
@@ -226,6 +258,40 @@ mod tests {
         let exact = locked(&[], &[other.to_str().unwrap()]);
         assert!(exact.permits(&format!("{}/../other", allowed.display())));
         assert!(exact.check_tree("t", other.to_str().unwrap()).is_err(), "allowed_paths are files, not trees");
+        // `..` after a link climbs from the link's target, as the kernel does: the same answer
+        // whether or not the place it lands on exists.
+        let probe = root.join("probe");
+        std::os::unix::fs::symlink(&other, &link).unwrap();
+        let climb = format!("{}/../probe", link.display());
+        assert!(!s.permits(&climb));
+        std::fs::create_dir_all(&probe).unwrap();
+        assert!(!s.permits(&climb));
+        // A symlinked directory inside the table is walked: a link in it cannot escape either.
+        let table = allowed.join("tbl");
+        let shared = allowed.join("shared");
+        std::fs::create_dir_all(&table).unwrap();
+        std::fs::create_dir_all(&shared).unwrap();
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(&shared, table.join("bucket-0")).unwrap();
+        assert!(s.check_tree("t", table.to_str().unwrap()).is_ok());
+        std::os::unix::fs::symlink(other.join("x.parquet"), shared.join("x.parquet")).unwrap();
+        assert!(s.check_tree("t", table.to_str().unwrap()).is_err(), "escape through a linked directory");
+        // A loop of links ends.
+        std::fs::remove_file(shared.join("x.parquet")).unwrap();
+        std::os::unix::fs::symlink(&table, shared.join("loop")).unwrap();
+        assert!(s.check_tree("t", table.to_str().unwrap()).is_ok());
+        // allowed_paths name files: a remote one is no prefix for a table directory.
+        let file = locked(&[], &["s3://bucket/lake"]);
+        assert!(file.permits("s3://bucket/lake") && !file.permits("s3://bucket/lake/t/x.parquet"));
+        assert!(
+            file.check_tree("t", "s3://bucket/lake").is_err() && file.check_tree("t", "s3://bucket/lake/t").is_err()
+        );
+        // file:// and file: are the local path; a remote allowed directory never permits a local one.
+        assert!(s.permits(&format!("file://{}", allowed.join("t").display())));
+        assert!(s.permits(&format!("file:{}", allowed.join("t").display())));
+        assert!(!locked(&["s3://b/lake/"], &[]).permits("s3:/b/lake/t"));
+        let msg = s.denied("paimon_scan", "s3://key:hunter2@host/b").to_string();
+        assert!(!msg.contains("hunter2"), "{msg}");
         let msg = s.denied("paimon_scan", other.to_str().unwrap()).to_string();
         assert!(msg.contains("enable_external_access") && msg.contains("other"), "{msg}");
         std::fs::remove_dir_all(&root).unwrap();

@@ -16,7 +16,7 @@
 //! user's last connection would keep the file locked, the WAL un-checkpointed, and a
 //! same-process reopen waiting forever. So:
 //! - a watchdog thread asks DuckDB every few milliseconds how many connections the instance
-//!   has (`duckdb_connection_count()`); once ours are the only ones on two looks in a row, no
+//!   has (`duckdb_connection_count()`); once ours have been the only ones for `QUIET`, no
 //!   user can reach this instance any more and the watchdog drops our connections, which
 //!   destroys the instance: DuckDB checkpoints, releases the lock and frees memory — unless a
 //!   new instance of the same file was opened meanwhile in this process, under which that
@@ -43,6 +43,16 @@ use crate::quote;
 const WATCH_BUSY: Duration = Duration::from_millis(2);
 const WATCH_IDLE: Duration = Duration::from_millis(25);
 const BUSY_FOR: Duration = Duration::from_secs(2);
+
+/// How long the watchdog keeps away from a moment when the user may be closing and reopening.
+/// A same-process reopen as a new instance (the CLI's `.open`, Node's `DuckDBInstance.create`)
+/// follows the close, and the close follows the user's last statement, within a millisecond or
+/// two; a checkpoint of this instance in that instant writes the file under the new instance.
+/// So our connections let go only after being alone this long with no call of ours since (the
+/// new instance is there by then and is seen: `retire`), and a settle waits this long after our
+/// last call and after its own last attempt (an attempt that fails means the caller's statement
+/// still runs, and the instant it ends is when a close comes).
+const QUIET: Duration = Duration::from_millis(20);
 
 /// Reader connections: more than the dashboards a 2-core host runs at once, few enough to be
 /// negligible (a connection is a small client context).
@@ -89,6 +99,8 @@ pub struct Session {
     released: AtomicBool,
     /// A writer call committed but could not checkpoint yet (see `settle`).
     unsettled: AtomicBool,
+    /// When the watchdog last tried to settle.
+    settle_tried: Mutex<Option<Instant>>,
     /// The writer connection is out of its slot, lent to a statement whose COMMIT is pending
     /// (see `Lease`): its slot is empty but the session is not released.
     leased: AtomicBool,
@@ -177,8 +189,8 @@ fn held(conn: Connection) -> Mutex<Option<Held>> {
 /// nothing to do. In-memory databases have no file and are skipped.
 ///
 /// Returns whether it succeeded: a CHECKPOINT cannot run while another transaction is active,
-/// which is always the case inside a user's statement calling us; the watchdog then retries as
-/// soon as that statement has ended.
+/// which is always the case inside a user's statement calling us; the watchdog then retries
+/// while the user is connected (`Session::settle_when_quiet`), or the instance's shutdown does it.
 fn settle(conn: &Connection) -> bool {
     file_databases(conn)
         .iter()
@@ -292,6 +304,7 @@ impl Session {
             alone_since: Mutex::new(None),
             released: AtomicBool::new(false),
             unsettled: AtomicBool::new(false),
+            settle_tried: Mutex::new(None),
             leased: AtomicBool::new(false),
             follower: Mutex::new(None),
             reconciled: Mutex::new(None),
@@ -375,11 +388,6 @@ impl Session {
             }
         }
         let Some(held) = guards.iter().find_map(|g| g.as_ref()) else { return true };
-        // Never checkpoint a file another instance has opened since: it would rewrite the file
-        // under that instance.
-        if self.unsettled.load(Ordering::SeqCst) && !opened_by_another_instance(&held.conn) && settle(&held.conn) {
-            self.unsettled.store(false, Ordering::SeqCst);
-        }
         let count: std::result::Result<u64, _> = held
             .conn
             .prepare_cached("SELECT count FROM duckdb_connection_count()")
@@ -388,19 +396,25 @@ impl Session {
         match count {
             Ok(n) if n > self.ours as u64 => {
                 *alone_since = None;
+                drop(alone_since);
+                self.settle_when_quiet(&held.conn);
                 false
             }
-            // Alone on one look is not enough: a same-process reopen may be between taking this
-            // instance from DuckDB's instance cache and creating its connection, and would find
-            // our extension released. Let go only if the previous look also found us alone and
-            // no function ran since (a close/reopen/close between two looks runs one).
-            Ok(_) if !alone_since.is_some_and(|t| self.last_used_before(t)) => {
-                *alone_since = Some(Instant::now());
+            // Alone is not enough: a same-process reopen may be between taking this instance
+            // from DuckDB's instance cache and creating its connection, and would find our
+            // extension released; and one as a new instance must be seen before we destroy this
+            // one (see `QUIET`). Let go only after being alone for `QUIET` with no function run
+            // since (a close/reopen/close in between runs one).
+            Ok(_) if !alone_since.is_some_and(|t| t.elapsed() >= QUIET && self.last_used_before(t)) => {
+                if !alone_since.is_some_and(|t| self.last_used_before(t)) {
+                    *alone_since = Some(Instant::now());
+                }
                 false
             }
-            // Alone twice, or the instance is shutting down: let go. Dropped under the locks, so
-            // a concurrent call sees either a live connection or `Error::Closed`.
-            //
+            // Alone long enough, or the instance is shutting down: let go. Dropped under the
+            // locks, so a concurrent call sees either a live connection or `Error::Closed`.
+            // Destroying the instance checkpoints what the WAL holds (ours included, when a
+            // settle never got its turn).
             _ => {
                 drop(alone_since);
                 if opened_by_another_instance(&held.conn) {
@@ -410,6 +424,24 @@ impl Session {
                 }
                 true
             }
+        }
+    }
+
+    /// While the user is connected: checkpoints what our last writer call left in the WAL, once
+    /// `QUIET` has passed since that call and since the last attempt. Never into a file another
+    /// instance has opened since: it would rewrite the file under that instance.
+    fn settle_when_quiet(&self, conn: &Connection) {
+        let quiet = self.last_used.lock().map(|u| u.elapsed() >= QUIET).unwrap_or(true);
+        if !self.unsettled.load(Ordering::SeqCst) || !quiet {
+            return;
+        }
+        let mut tried = self.settle_tried.lock().unwrap_or_else(|p| p.into_inner());
+        if tried.is_some_and(|t| t.elapsed() < QUIET) {
+            return;
+        }
+        *tried = Some(Instant::now());
+        if !opened_by_another_instance(conn) && settle(conn) {
+            self.unsettled.store(false, Ordering::SeqCst);
         }
     }
 

@@ -215,3 +215,95 @@ def test_running_as_root_is_no_excuse(lake):
     with pytest.raises(duckdb.Error, match=DENIED):
         con.execute(f"SELECT * FROM paimon_scan({sql_literal(lake['outside'])})").fetchall()
     con.close()
+
+
+def redirected_table(lake: dict, name: str) -> str:
+    """A table inside allowed/ whose own metadata sends its data reads outside: the outside
+    table's schema, snapshots and manifests copied in, with `data-file.path-directory` set to the
+    outside table's directory (where its buckets, and so its data files, really are)."""
+    import json
+    import shutil
+
+    src = Path(lake["outside"])
+    dst = Path(lake["allowed"]) / "db.db" / name
+    if not dst.exists():
+        for part in ["schema", "snapshot", "manifest"]:
+            shutil.copytree(src / part, dst / part)
+        for schema_file in (dst / "schema").glob("schema-*"):
+            schema = json.loads(schema_file.read_text())
+            schema.setdefault("options", {})["data-file.path-directory"] = str(src)
+            schema_file.write_text(json.dumps(schema))
+    return str(dst)
+
+
+def test_metadata_cannot_send_reads_outside(lake):
+    """The table directory is allowed, but its metadata points the data files outside: with the
+    sandbox open the redirect works (the rows are the outside table's), locked it is refused by
+    name, for every function that reads rows, and the serving layer stays as it was."""
+    evil = redirected_table(lake, "redirected")
+    open_con = connect()
+    assert open_con.execute(f"SELECT count(*) FROM paimon_scan({sql_literal(evil)})").fetchone() == (len(ROWS),)
+    open_con.close()
+    for setting in ["allowed_directories", "lock_configuration"]:
+        con = locked_con(lake, setting)
+        before = served(con)
+        # (a refresh needs a layer built from this table, which the lock-down never allows)
+        for sql in [c for c in lake_calls(evil) if "paimon_snapshots" not in c and "serving_refresh" not in c]:
+            with pytest.raises(duckdb.Error) as e:
+                con.execute(sql).fetchall()
+            msg = str(e.value)
+            assert "metadata points a read at" in msg and DENIED in msg, f"{sql}: {msg}"
+            assert str(Path(lake["outside"])) in msg, msg
+        # Snapshots are metadata inside the allowed table: listed.
+        assert con.execute(f"SELECT count(*) FROM paimon_snapshots({sql_literal(evil)})").fetchone()[0] >= 1
+        assert served(con) == before, "a refused call changed the serving layer"
+        con.close()
+
+
+def test_symlinked_directory_inside_the_table_is_walked(lake):
+    """allowed/linked's bucket-0 is a link to a directory inside allowed/ whose data file is a
+    link to the outside table's file: the escape is two links deep and still refused."""
+    import shutil
+
+    root = Path(lake["allowed"])
+    table = root / "db.db" / "linked"
+    if not table.exists():
+        shutil.copytree(Path(lake["inside"]), table, symlinks=True)
+        shared = root / "shared_bucket"
+        shutil.move(str(table / "bucket-0"), str(shared))
+        (table / "bucket-0").symlink_to(shared)
+        outside_files = sorted((Path(lake["outside"]) / "bucket-0").glob("*.parquet"))
+        for i, f in enumerate(sorted(shared.glob("*.parquet"))):
+            f.unlink()
+            f.symlink_to(outside_files[i % len(outside_files)])
+    con = locked_con(lake, "allowed_directories")
+    with pytest.raises(duckdb.Error, match=DENIED):
+        con.execute(f"SELECT count(*) FROM paimon_scan({sql_literal(str(table))})").fetchall()
+    con.close()
+
+
+def test_dotdot_after_a_link_climbs_from_its_target(lake):
+    """`allowed/link/..` is the parent of the link's target (as the kernel resolves it), so a
+    probe through it is refused the same way whether the place it lands on exists or not."""
+    con = locked_con(lake, "allowed_directories", build_first=False)
+    landing = Path(lake["outside"]).parent  # allowed/link -> outside/db.db/outside; `..` -> outside/db.db
+    errors = []
+    for probe in ["outside", "no_such_table"]:
+        assert (landing / probe).exists() == (probe == "outside")
+        path = f"{lake['link']}/../{probe}"
+        with pytest.raises(duckdb.Error) as e:
+            con.execute(f"SELECT * FROM paimon_scan({sql_literal(path)})").fetchall()
+        assert DENIED in str(e.value), str(e.value)
+        errors.append(str(e.value).replace(path, "<path>"))
+    assert errors[0] == errors[1]
+    con.close()
+
+
+def test_allowed_paths_never_open_a_remote_table_directory():
+    con = connect()
+    con.execute("SET allowed_paths = ['s3://bucket/lake']")
+    con.execute("SET enable_external_access = false")
+    for path in ["s3://bucket/lake", "s3://bucket/lake/db.db/t"]:
+        with pytest.raises(duckdb.Error, match=DENIED):
+            con.execute(f"SELECT * FROM paimon_snapshots({sql_literal(path)})").fetchall()
+    con.close()
