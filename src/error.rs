@@ -36,6 +36,9 @@ pub enum Error {
     LoadFailed { source: String, message: String, probes: Vec<(String, crate::schema::Probe)> },
     /// DuckDB reported an error while running our SQL; `context` says what we were doing.
     DuckDb { context: String, message: String },
+    /// The call is refused as it stands (the database's state, not a value, is the problem);
+    /// `problem` says what is wrong and how to proceed.
+    Refused { function: &'static str, problem: String },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -121,6 +124,7 @@ impl fmt::Display for Error {
                 write!(f, "serving: loading source '{source_}' failed: {}", shown_long(message))
             }
             Error::DuckDb { context, message } => write!(f, "{}: {}", shown_long(context), shown_long(message)),
+            Error::Refused { function, problem } => write!(f, "{function}: {problem}"),
         }
     }
 }

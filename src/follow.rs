@@ -91,10 +91,7 @@ pub fn check_source(conn: &Connection, source: &str, access: &Access) -> Result<
     LakeTable::open("serving_follow", &path, access)?;
     let (built, _) = built_from(conn)?;
     let built_path = built.as_deref().and_then(|b| Origin::lake_path(b, &access.sandbox));
-    let same = built_path.as_deref().is_some_and(|b| {
-        b.trim_end_matches('/') == path.trim_end_matches('/')
-            || std::path::absolute(b).ok() == std::path::absolute(&path).ok()
-    });
+    let same = built_path.as_deref().is_some_and(|b| same_table(b, &path));
     if !same {
         return Err(refuse(format!(
             "the serving layer was built from '{}', not from '{source}'; run serving_build('{source}') first",
@@ -112,7 +109,7 @@ fn apply_once(conn: &Connection, source: &str, path: &str, options: &LakeOptions
     if latest.is_none() || latest <= applied {
         return Ok(None);
     }
-    Ok(refresh::refresh(conn, source, &access)?.lake_snapshot)
+    Ok(refresh::refresh(conn, source, &access, None)?.lake_snapshot)
 }
 
 /// Sleeps `pause` in short slices, returning false as soon as the follower should end.
@@ -212,4 +209,29 @@ pub fn lag(source: &str, applied: Option<i64>, access: &Access) -> Lag {
         table.snapshot_time_millis(applied + 1).ok().map(|t| (now_micros() / 1000 - t).max(0))
     };
     Lag { latest, snapshots: Some(behind), millis }
+}
+
+/// Whether two lake paths name the same table directory.
+pub fn same_table(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/') == b.trim_end_matches('/') || std::path::absolute(a).ok() == std::path::absolute(b).ok()
+}
+
+/// The source of the running follower, if one runs and it follows something other than
+/// `source` (a build from `source` would leave it applying another table's changes).
+pub fn followed_elsewhere(session: &Session, source: &str, sandbox: &Sandbox) -> Option<String> {
+    let guard = session.follower.lock().unwrap_or_else(|p| p.into_inner());
+    let followed = guard.as_ref()?;
+    let same = match (Origin::lake_path(&followed.source, sandbox), Origin::lake_path(source, sandbox)) {
+        (Some(a), Some(b)) => same_table(&a, &b),
+        _ => false,
+    };
+    (!same).then(|| followed.source.clone())
+}
+
+/// Stops the running follower, if any (waits for an apply in progress; never from its thread).
+pub fn stop(session: &Session) {
+    let old = session.follower.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(old) = old {
+        old.stop();
+    }
 }

@@ -128,7 +128,7 @@ fn read_changes(conn: &Connection, src: &ResolvedSource) -> Result<Vec<RecordBat
         .columns
         .deleted
         .as_deref()
-        .map_or("false".to_string(), |d| format!("COALESCE(CAST({} AS BOOLEAN), false)", crate::quote::ident(d)));
+        .map_or("false".to_string(), |d| format!("COALESCE(CAST(({d}) AS BOOLEAN), false)"));
     let sql = format!("SELECT {}, {deleted} AS deleted FROM {}", src.columns.fact_select_list(), src.relation);
     fetch(conn, &sql, |e| Error::LoadFailed {
         source: src.raw.clone(),
@@ -400,7 +400,7 @@ pub fn warm(conn: &Connection) {
         typed("order_day", "DATE"),
         typed("revenue", "BIGINT"),
     ];
-    let Ok(columns) = crate::schema::match_columns("(warm-up)", &described, true) else { return };
+    let Ok(columns) = crate::schema::match_columns("(warm-up)", &described) else { return };
     let src = ResolvedSource {
         raw: "(warm-up)".into(),
         relation: "(SELECT NULL::BIGINT AS order_id, NULL::VARCHAR AS company, NULL::DATE AS order_day, \
@@ -424,9 +424,12 @@ pub fn warm(conn: &Connection) {
     }
 }
 
-pub fn refresh(conn: &Connection, raw: &str, access: &Access) -> Result<RefreshSummary> {
+/// `deleted` is what `deleted :=` says marks a deleted order (None: the default, see
+/// `schema::delete_flag`).
+pub fn refresh(conn: &Connection, raw: &str, access: &Access, deleted: Option<&str>) -> Result<RefreshSummary> {
     let started = Instant::now();
-    let src = serving::resolve(conn, raw, true, access)?;
+    serving::refuse_read_only(conn, "serving_refresh")?;
+    let src = serving::resolve_changes(conn, raw, access, deleted)?;
     let applied = in_transaction(conn, || apply(conn, &src, src.lake_snapshot, started))
         .map_err(|e| serving::explain_load_failure(conn, e))?;
     // Cached only once committed: a rolled-back refresh's generation number is used again.
@@ -490,6 +493,10 @@ pub struct Reconciled {
 
 /// Stores a reconcile's outcome in serving_meta, unless the layer has moved on since.
 pub fn record_reconcile(conn: &Connection, r: Reconciled) -> Result<()> {
+    // Checking needs only reads: on a read-only database the outcome stays in memory.
+    if serving::read_only(conn) {
+        return Ok(());
+    }
     conn.execute(
         &format!(
             "UPDATE {META} SET last_reconcile_at = make_timestamp(?), last_reconcile_clean = ? \

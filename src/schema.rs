@@ -34,12 +34,14 @@ pub struct SourceColumns {
     pub order_day: String,
     pub revenue: String,
     pub day_kind: DayKind,
-    /// Name of an optional boolean `deleted` column (refresh change sets only).
+    /// The SQL (quoted, over the source's columns) that says an order is deleted: refresh
+    /// change sets only (`delete_flag`), None when nothing marks deletes.
     pub deleted: Option<String>,
 }
 
 /// Matches the described columns `(name, type)` of `source` against the contract.
-pub fn match_columns(source: &str, described: &[(String, String)], allow_deleted: bool) -> Result<SourceColumns> {
+/// How a change set marks deletes is decided apart (`delete_flag`): `deleted` is left None.
+pub fn match_columns(source: &str, described: &[(String, String)]) -> Result<SourceColumns> {
     let find = |column: &'static str| -> Result<(String, String)> {
         described.iter().find(|(n, _)| n.eq_ignore_ascii_case(column)).cloned().ok_or_else(|| Error::MissingColumn {
             source: source.into(),
@@ -71,16 +73,91 @@ pub fn match_columns(source: &str, described: &[(String, String)], allow_deleted
     if !is_integer_type(&t) {
         return Err(wrong("revenue", &t, INTEGER));
     }
-    let deleted = match described.iter().find(|(n, _)| n.eq_ignore_ascii_case("deleted")) {
-        Some((n, t)) if allow_deleted => {
-            if !t.eq_ignore_ascii_case("BOOLEAN") {
-                return Err(wrong("deleted", t, "BOOLEAN"));
-            }
-            Some(n.clone())
+    Ok(SourceColumns { order_id, company, order_day, revenue, day_kind, deleted: None })
+}
+
+/// Column names that suggest a change set marks deletes some other way than a BOOLEAN
+/// `deleted`: refused when no `deleted :=` says how, never ignored (the mart would be wrong).
+const DELETE_LIKE: [&str; 24] = [
+    "op",
+    "_op",
+    "operation",
+    "op_type",
+    "optype",
+    "row_kind",
+    "rowkind",
+    "_row_kind",
+    "change_type",
+    "_change_type",
+    "changetype",
+    "cdc_op",
+    "action",
+    "kind",
+    "is_deleted",
+    "isdeleted",
+    "is_delete",
+    "delete",
+    "deleted_flag",
+    "_deleted",
+    "__deleted",
+    "deleted_at",
+    "tombstone",
+    "_hoodie_is_deleted",
+];
+
+/// How a change set marks a deleted order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeleteFlag {
+    /// Nothing marks deletes: every row is a new or revised order.
+    Absent,
+    /// A BOOLEAN column of the change set.
+    Column(String),
+    /// A boolean SQL expression over the change set's columns (its type is checked by DuckDB).
+    Expression(String),
+}
+
+/// Says how `source` marks deletes: `given` is what `deleted :=` says (None: the default, a
+/// BOOLEAN column named `deleted` if there is one). A given name that is a column must be that
+/// column; anything else given is an expression. Without `deleted :=`, a column that looks like
+/// another kind of delete flag (`op`, `is_deleted`, ...) is refused rather than ignored.
+pub fn delete_flag(source: &str, described: &[(String, String)], given: Option<&str>) -> Result<DeleteFlag> {
+    let spec = given.unwrap_or("deleted");
+    if let Some((name, t)) = described.iter().find(|(n, _)| n.eq_ignore_ascii_case(spec.trim())) {
+        if !t.eq_ignore_ascii_case("BOOLEAN") {
+            return Err(Error::WrongType {
+                source: source.into(),
+                column: "deleted",
+                found: format!("{t} (column '{name}')"),
+                expected: "BOOLEAN; for a flag of another type give a boolean expression, e.g. \
+                           deleted := 'op = ''D''' or deleted := 'is_deleted = 1'",
+            });
         }
-        _ => None,
-    };
-    Ok(SourceColumns { order_id, company, order_day, revenue, day_kind, deleted })
+        return Ok(DeleteFlag::Column(name.clone()));
+    }
+    if let Some(given) = given {
+        if given.trim().is_empty() {
+            return Err(Error::BadArgument {
+                function: "serving_refresh",
+                parameter: "deleted",
+                value: given.into(),
+                problem: "give the BOOLEAN column or the boolean expression that marks a deleted order".into(),
+            });
+        }
+        return Ok(DeleteFlag::Expression(given.to_string()));
+    }
+    match described.iter().find(|(n, _)| DELETE_LIKE.iter().any(|d| n.eq_ignore_ascii_case(d))) {
+        Some((name, t)) => Err(Error::Refused {
+            function: "serving_refresh",
+            problem: format!(
+                "change set '{}' has a column '{name}' ({t}) that looks like a delete flag, but only a BOOLEAN \
+                 column named 'deleted' marks deletes by default, so its deletes would be applied as updates. Say \
+                 how a deleted order is marked: deleted := '<column or boolean expression>' (e.g. deleted := \
+                 '{name} = ''D''' or deleted := '{name} = 1'), or leave the column out of the change set",
+                crate::error::shown(source)
+            ),
+        }),
+        None => Ok(DeleteFlag::Absent),
+    }
 }
 
 impl SourceColumns {
@@ -272,7 +349,7 @@ mod tests {
 
     #[test]
     fn refuses_missing_and_wrong_types() {
-        let e = match_columns("s", &cols(&[("order_id", "BIGINT")]), false).unwrap_err();
+        let e = match_columns("s", &cols(&[("order_id", "BIGINT")])).unwrap_err();
         assert!(e.to_string().contains("no column 'company'"), "{e}");
         let e = match_columns(
             "s",
@@ -299,7 +376,32 @@ mod tests {
             ("revenue", "BIGINT"),
             ("deleted", "BOOLEAN"),
         ]);
-        assert_eq!(match_columns("s", &d, false).unwrap().deleted, None);
-        assert_eq!(match_columns("s", &d, true).unwrap().deleted.as_deref(), Some("deleted"));
+        assert_eq!(match_columns("s", &d).unwrap().deleted, None);
+    }
+
+    #[test]
+    fn delete_flag_is_a_boolean_column_an_expression_or_refused() {
+        let base = [("order_id", "BIGINT"), ("company", "VARCHAR"), ("order_day", "DATE"), ("revenue", "BIGINT")];
+        let with = |extra: &[(&str, &str)]| cols(&[&base[..], extra].concat());
+        assert_eq!(delete_flag("s", &with(&[]), None).unwrap(), DeleteFlag::Absent);
+        assert_eq!(
+            delete_flag("s", &with(&[("Deleted", "BOOLEAN")]), None).unwrap(),
+            DeleteFlag::Column("Deleted".into())
+        );
+        assert_eq!(
+            delete_flag("s", &with(&[("gone", "BOOLEAN")]), Some("GONE")).unwrap(),
+            DeleteFlag::Column("gone".into())
+        );
+        assert_eq!(
+            delete_flag("s", &with(&[("op", "VARCHAR")]), Some("op = 'D'")).unwrap(),
+            DeleteFlag::Expression("op = 'D'".into())
+        );
+        let e = delete_flag("s", &with(&[("op", "VARCHAR")]), None).unwrap_err().to_string();
+        assert!(e.contains("column 'op' (VARCHAR) that looks like a delete flag") && e.contains("deleted :="), "{e}");
+        let e = delete_flag("s", &with(&[("is_deleted", "INTEGER")]), None).unwrap_err().to_string();
+        assert!(e.starts_with("serving_refresh: change set 's'"), "{e}");
+        let e = delete_flag("s", &with(&[("deleted", "INTEGER")]), None).unwrap_err().to_string();
+        assert!(e.contains("INTEGER (column 'deleted')") && e.contains("boolean expression"), "{e}");
+        assert!(delete_flag("s", &with(&[]), Some("  ")).is_err());
     }
 }

@@ -127,8 +127,55 @@ pub fn resolve(conn: &Connection, raw: &str, allow_deleted: bool, access: &Acces
     }
     let relation = source.relation_sql();
     let described = describe(conn, raw, &relation)?;
-    let columns = schema::match_columns(raw, &described, allow_deleted)?;
+    let columns = schema::match_columns(raw, &described)?;
     Ok(ResolvedSource { raw: raw.into(), relation, columns, lake_snapshot: None })
+}
+
+/// Resolves a refresh's change set and how it marks deletes (`deleted :=`, see
+/// `schema::delete_flag`): an expression must be one boolean expression over the change set's
+/// columns, checked before anything runs.
+pub fn resolve_changes(conn: &Connection, raw: &str, access: &Access, deleted: Option<&str>) -> Result<ResolvedSource> {
+    let mut src = resolve(conn, raw, true, access)?;
+    if src.relation == LAKE_CHANGES {
+        return match deleted {
+            None => Ok(src),
+            Some(_) => Err(Error::Refused {
+                function: "serving_refresh",
+                problem: "deleted := applies to a change-set table; a Paimon source's deletes are its row kinds".into(),
+            }),
+        };
+    }
+    let described = describe(conn, raw, &src.relation)?;
+    src.columns.deleted = match schema::delete_flag(raw, &described, deleted)? {
+        schema::DeleteFlag::Absent => None,
+        schema::DeleteFlag::Column(name) => Some(quote::ident(&name)),
+        schema::DeleteFlag::Expression(expr) => Some(boolean_expression(conn, &src.relation, &expr)?),
+    };
+    Ok(src)
+}
+
+/// `expr` as a parenthesized SQL expression once DuckDB has typed it BOOLEAN over `relation`
+/// (a prepared DESCRIBE: one statement, nothing runs).
+fn boolean_expression(conn: &Connection, relation: &str, expr: &str) -> Result<String> {
+    let bad = |problem: String| Error::BadArgument {
+        function: "serving_refresh",
+        parameter: "deleted",
+        value: expr.to_string(),
+        problem,
+    };
+    let t: String = conn
+        .prepare(&format!("DESCRIBE SELECT ({expr}) AS deleted FROM {relation}"))
+        .and_then(|mut s| s.query_row([], |r| r.get(1)))
+        .map_err(|e| {
+            bad(format!(
+                "not a column or boolean expression over the change set's columns ({})",
+                clean_duckdb_message(&e)
+            ))
+        })?;
+    if !t.eq_ignore_ascii_case("BOOLEAN") {
+        return Err(bad(format!("its type is {t}, not BOOLEAN (e.g. op = 'D', is_deleted = 1)")));
+    }
+    Ok(format!("({expr})"))
 }
 
 /// A FIFO as a source would block DuckDB's reader forever (and a device never ends): refuse
@@ -190,7 +237,7 @@ fn resolve_lake(
     let schema = table.schema()?;
     let described: Vec<(String, String)> =
         schema.fields().iter().map(|f| (f.name().clone(), duckdb_type_name(f.data_type()))).collect();
-    let mut columns = schema::match_columns(raw, &described, false)?;
+    let mut columns = schema::match_columns(raw, &described)?;
     let since = if allow_deleted { built_lake_snapshot(conn, path, access)? } else { None };
     let arrow_failed = |e: duckdb::arrow::error::ArrowError| Error::DuckDb {
         context: format!("serving: staging Paimon table '{path}'"),
@@ -272,7 +319,7 @@ fn resolve_lake(
              WHERE k.order_id NOT IN (SELECT {id} FROM {LAKE_STAGE})"
     ))
     .map_err(failed)?;
-    columns.deleted = Some("deleted".into());
+    columns.deleted = Some(quote::ident("deleted"));
     Ok(ResolvedSource { raw: raw.into(), relation: LAKE_CHANGES.into(), columns, lake_snapshot: snapshot })
 }
 
@@ -438,7 +485,13 @@ pub fn current_place(conn: &Connection) -> Result<Place> {
 /// Replaces the serving tables at `place` from a resolved source; the caller owns the
 /// transaction. The new fact is loaded under a staging name and renamed into place only after
 /// every check, so a source that reads the current fct_orders (even through a view) still sees it.
-pub fn build_from(conn: &Connection, place: &Place, src: &ResolvedSource, lake_snapshot: Option<i64>) -> Result<()> {
+pub fn build_from(
+    conn: &Connection,
+    place: &Place,
+    src: &ResolvedSource,
+    recorded: &str,
+    lake_snapshot: Option<i64>,
+) -> Result<()> {
     let staged = place.of(STAGED_FACT);
     let load = format!(
         "{}; INSERT INTO {staged} SELECT {} FROM {}",
@@ -462,26 +515,122 @@ pub fn build_from(conn: &Connection, place: &Place, src: &ResolvedSource, lake_s
             place.of(META),
             place.of(FACT)
         ),
-        duckdb::params![now_micros(), src.raw, lake_snapshot, crate::handoff::random_token(), place.catalog, place.schema],
+        duckdb::params![now_micros(), recorded, lake_snapshot, crate::handoff::random_token(), place.catalog, place.schema],
     )
     .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
     Ok(())
 }
 
+/// Whether the current database was opened read-only (an attached one too).
+pub fn read_only(conn: &Connection) -> bool {
+    conn.query_row("SELECT readonly FROM duckdb_databases() WHERE database_name = current_database()", [], |r| {
+        r.get::<_, bool>(0)
+    })
+    .unwrap_or(false)
+}
+
+/// A writer on a read-only database says so before it reads any source.
+pub fn refuse_read_only(conn: &Connection, function: &'static str) -> Result<()> {
+    if !read_only(conn) {
+        return Ok(());
+    }
+    let name: String = conn.query_row("SELECT current_database()", [], |r| r.get(0)).unwrap_or_default();
+    Err(Error::Refused {
+        function,
+        problem: format!(
+            "the database '{name}' is read-only, and {function} writes the serving tables; open it read-write \
+             (readers such as serving_dashboard, serving_status and serving_reconcile work read-only)"
+        ),
+    })
+}
+
+/// The source as the layer records it: a local Paimon table as `paimon:<absolute directory>`,
+/// so that refresh, follow and status reach the same table after the process changes its
+/// working directory; anything else as given.
+pub fn recorded_source(raw: &str, access: &Access) -> String {
+    match Origin::of(raw, &access.sandbox) {
+        Ok(Origin::Lake(path)) if !crate::lake::is_remote(&path) => {
+            let local = crate::sandbox::local_path(&path);
+            match std::path::absolute(local) {
+                Ok(abs) => format!("paimon:{}", abs.display()),
+                Err(_) => raw.to_string(),
+            }
+        }
+        _ => raw.to_string(),
+    }
+}
+
 /// Where a build loads the new fact before it replaces fct_orders.
 const STAGED_FACT: &str = "__streamhouse_fct_orders_new";
 
-pub fn build(conn: &Connection, raw: &str, access: &Access) -> Result<BuildSummary> {
+pub fn build(conn: &Connection, raw: &str, access: &Access, replace: bool) -> Result<BuildSummary> {
     let started = Instant::now();
+    refuse_read_only(conn, "serving_build")?;
     // Resolved before the transaction: a Paimon source's staged rows must survive a rollback so
     // that explain_load_failure can point at the offending row.
     let src = resolve(conn, raw, false, access)?;
     in_transaction(conn, || {
         let place = current_place(conn)?;
-        build_from(conn, &place, &src, src.lake_snapshot)?;
-        summarize(conn, &place, raw, src.lake_snapshot, started)
+        if !replace {
+            refuse_foreign_tables(conn, &place)?;
+        }
+        let recorded = recorded_source(raw, access);
+        build_from(conn, &place, &src, &recorded, src.lake_snapshot)?;
+        summarize(conn, &place, &recorded, src.lake_snapshot, started)
     })
     .map_err(|e| explain_load_failure(conn, e))
+}
+
+/// The columns of each table a build replaces, as streamhouse creates them (`name TYPE`, in order).
+const OUR_SHAPES: [(&str, &str); 3] = [
+    (FACT, "order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT"),
+    (MART, "company VARCHAR, order_day DATE, revenue HUGEINT"),
+    (schema::COUNTS, "company VARCHAR, order_days DATE[], orders BIGINT[]"),
+];
+
+/// Refuses a build that would replace a table or view streamhouse did not create. A table is
+/// the layer's when the layer is recorded at `place` (a `serving_meta` of ours there) and it has
+/// exactly the columns streamhouse gives it; anything else is the user's (a dbt model named
+/// `fct_orders`, a hand-made `mart_daily`), and a build never drops it without `replace := true`.
+pub fn refuse_foreign_tables(conn: &Connection, place: &Place) -> Result<()> {
+    let failed = |e: duckdb::Error| Error::duckdb("serving_build: looking for existing serving tables", &e);
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT t.table_name, 'table', string_agg(c.column_name || ' ' || c.data_type, ', ' ORDER BY c.column_index)              FROM duckdb_tables() t JOIN duckdb_columns() c USING (database_name, schema_name, table_name)              WHERE t.database_name = $1 AND t.schema_name = $2 AND t.table_name IN ($3, $4, $5, $6) GROUP BY ALL              UNION ALL SELECT view_name, 'view', NULL FROM duckdb_views()              WHERE database_name = $1 AND schema_name = $2 AND view_name IN ($3, $4, $5, $6)",
+        )
+        .map_err(failed)?;
+    let found: Vec<(String, String, Option<String>)> = stmt
+        .query_map(duckdb::params![place.catalog, place.schema, FACT, MART, schema::COUNTS, META], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .map_err(failed)?
+        .collect::<std::result::Result<_, _>>()
+        .map_err(failed)?;
+    let layer_recorded = found.iter().any(|(name, kind, cols)| {
+        name == META
+            && kind == "table"
+            && cols.as_deref().is_some_and(|c| c.starts_with("built_at TIMESTAMP, source VARCHAR"))
+    });
+    for (name, kind, cols) in &found {
+        let ours = layer_recorded
+            && kind == "table"
+            && (name == META || OUR_SHAPES.iter().any(|(t, shape)| t == name && cols.as_deref() == Some(*shape)));
+        if !ours {
+            let what = match cols {
+                Some(cols) => format!("a table {} ({cols})", place.of(name)),
+                None => format!("a {kind} {}", place.of(name)),
+            };
+            return Err(Error::Refused {
+                function: "serving_build",
+                problem: format!(
+                    "{what} already exists and was not created by streamhouse; a build never replaces it. Build in \
+                     another schema or database (USE other_schema), rename or drop it, or pass replace := true to \
+                     let the build drop it"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Bookkeeping columns added after the first release of the serving layout.

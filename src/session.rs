@@ -11,19 +11,22 @@
 //!   free one, so they never queue behind a writer. DuckDB's MVCC gives each statement the last
 //!   committed state, so a reader sees the layer before or after a refresh, never half of it.
 //!
-//! Those connections keep the DatabaseInstance alive (and, since the instance owns our function
-//! entries which own the session, nothing would ever break the cycle). Left alone, closing the
-//! user's last connection would keep the file locked, the WAL un-checkpointed, and a
-//! same-process reopen waiting forever. So:
+//! Those connections keep the DatabaseInstance alive after the user closes it. The invariant
+//! this module keeps: **once the user's last connection is gone, this instance writes nothing
+//! to the database file or its WAL** — a same-process reopen as a new instance (the CLI's
+//! `.open`, Node's `DuckDBInstance.create`) may already be reading them. So:
 //! - a watchdog thread asks DuckDB every few milliseconds how many connections the instance
-//!   has (`duckdb_connection_count()`); once ours have been the only ones for `QUIET`, no
-//!   user can reach this instance any more and the watchdog drops our connections, which
-//!   destroys the instance: DuckDB checkpoints, releases the lock and frees memory — unless a
-//!   new instance of the same file was opened meanwhile in this process, under which that
-//!   shutdown would write: then the old instance is left in memory, unused (`Session::retire`);
+//!   has; once ours have been the only ones for `QUIET`, it turns DuckDB's shutdown checkpoint
+//!   off and drops our connections, which destroys the instance without a write (whatever the
+//!   WAL holds, the next open replays, as after any process exit). If another instance of this
+//!   process has the file open by then, the old one is not even destroyed (`Session::retire`):
+//!   closing its descriptor would drop the new instance's file lock;
+//! - streamhouse's own writes are checkpointed while the user is still connected, once no call
+//!   of ours has run for `SETTLE_QUIET` (`Session::settle_when_quiet`): a CHECKPOINT cannot run
+//!   inside the caller's statement, and a script closes right after its last statement, so
+//!   waiting keeps the checkpoint away from the instant of a close;
 //! - at process exit nothing of ours may run DuckDB code (its static state is being torn down;
-//!   a checkpoint there crashed the CLI), so a process that exits without closing leaves its
-//!   last changes in the WAL, which DuckDB replays on the next open: nothing is lost.
+//!   a checkpoint there crashed the CLI).
 //!
 //! Limitation (documented in the README): a C API user who disconnects every connection but
 //! keeps the `duckdb_database` handle and connects again later gets `Error::Closed`.
@@ -44,15 +47,18 @@ const WATCH_BUSY: Duration = Duration::from_millis(2);
 const WATCH_IDLE: Duration = Duration::from_millis(25);
 const BUSY_FOR: Duration = Duration::from_secs(2);
 
-/// How long the watchdog keeps away from a moment when the user may be closing and reopening.
-/// A same-process reopen as a new instance (the CLI's `.open`, Node's `DuckDBInstance.create`)
-/// follows the close, and the close follows the user's last statement, within a millisecond or
-/// two; a checkpoint of this instance in that instant writes the file under the new instance.
-/// So our connections let go only after being alone this long with no call of ours since (the
-/// new instance is there by then and is seen: `retire`), and a settle waits this long after our
-/// last call and after its own last attempt (an attempt that fails means the caller's statement
-/// still runs, and the instant it ends is when a close comes).
+/// How long our connections must have been the instance's only ones, with no call of ours
+/// since, before the watchdog lets go: a same-process reopen through DuckDB's instance cache
+/// (Python's `duckdb.connect`) takes the instance back within that time and keeps it, and one
+/// as a new instance is seen first (`retire`).
 const QUIET: Duration = Duration::from_millis(20);
+
+/// How long after our last call (and after the last attempt) the watchdog waits before it
+/// checkpoints what our writers left in the WAL, while the user is connected. A script closes
+/// and reopens within milliseconds of its last statement, even on a loaded machine; a checkpoint
+/// running across that instant would write under the new instance. Much longer than any such
+/// gap, short enough that an interactive session's file holds the layer soon after a build.
+const SETTLE_QUIET: Duration = Duration::from_millis(250);
 
 /// Reader connections: more than the dashboards a 2-core host runs at once, few enough to be
 /// negligible (a connection is a small client context).
@@ -97,7 +103,7 @@ pub struct Session {
     alone_since: Mutex<Option<Instant>>,
     /// Set once released: every later call gets `Error::Closed`.
     released: AtomicBool,
-    /// A writer call committed but could not checkpoint yet (see `settle`).
+    /// A writer call committed and its changes are not checkpointed yet (see `settle`).
     unsettled: AtomicBool,
     /// When the watchdog last tried to settle.
     settle_tried: Mutex<Option<Instant>>,
@@ -138,9 +144,7 @@ impl Lease {
             for action in std::mem::take(&mut self.after_commit) {
                 action(&held.conn);
             }
-            if !settle(&held.conn) {
-                self.session.unsettled.store(true, Ordering::SeqCst);
-            }
+            self.session.wrote();
         }
         self.session.give_back(held);
         committed
@@ -180,17 +184,10 @@ fn held(conn: Connection) -> Mutex<Option<Held>> {
     Mutex::new(Some(Held { conn, search_path: None }))
 }
 
-/// After a writer call committed, checkpoints the file databases it may have written, so the
-/// WAL holds nothing of ours. Why: after the user closes, this instance lives on for a few
-/// milliseconds until the watchdog lets go, and shuts down with a checkpoint if the WAL holds
-/// anything. If the user meanwhile opened the same file as a *new* instance (the CLI's `.open`,
-/// Node's `DuckDBInstance.create`), that checkpoint would rewrite the file under it (seen: failed
-/// opens and lost tables). DuckDB offers no way to skip the shutdown checkpoint, so we leave it
-/// nothing to do. In-memory databases have no file and are skipped.
-///
-/// Returns whether it succeeded: a CHECKPOINT cannot run while another transaction is active,
-/// which is always the case inside a user's statement calling us; the watchdog then retries
-/// while the user is connected (`Session::settle_when_quiet`), or the instance's shutdown does it.
+/// Checkpoints the file databases our writers may have written, so that the file alone holds
+/// the serving layer (a copied `.duckdb` needs no `.wal`). In-memory databases are skipped.
+/// Returns whether it succeeded: a CHECKPOINT cannot run while another transaction is active
+/// (a user's statement, for one), and is then tried again later.
 fn settle(conn: &Connection) -> bool {
     file_databases(conn)
         .iter()
@@ -225,6 +222,18 @@ fn file_databases(conn: &Connection) -> Vec<FileDatabase> {
 /// of one file mean two instances. Checked only before a checkpoint or a release.
 fn opened_by_another_instance(conn: &Connection) -> bool {
     descriptors(conn).iter().any(|fds| fds.len() > 1)
+}
+
+/// How many connections the instance has, ours included.
+fn connection_count(conn: &Connection) -> duckdb::Result<u64> {
+    conn.prepare_cached("SELECT count FROM duckdb_connection_count()").and_then(|mut s| s.query_row([], |r| r.get(0)))
+}
+
+/// Turns off DuckDB's checkpoint at instance shutdown (an instance-wide setting), so that
+/// destroying the instance after the user left writes nothing: no checkpoint, no WAL removal,
+/// no header. Returns false if DuckDB refused, and then the instance must not be destroyed.
+fn skip_shutdown_checkpoint(conn: &Connection) -> bool {
+    conn.execute_batch("PRAGMA disable_checkpoint_on_shutdown").is_ok()
 }
 
 /// Which descriptors on database files belong to which of this process's instances with
@@ -388,10 +397,7 @@ impl Session {
             }
         }
         let Some(held) = guards.iter().find_map(|g| g.as_ref()) else { return true };
-        let count: std::result::Result<u64, _> = held
-            .conn
-            .prepare_cached("SELECT count FROM duckdb_connection_count()")
-            .and_then(|mut s| s.query_row([], |r| r.get(0)));
+        let count = connection_count(&held.conn);
         let mut alone_since = self.alone_since.lock().unwrap_or_else(|p| p.into_inner());
         match count {
             Ok(n) if n > self.ours as u64 => {
@@ -411,13 +417,12 @@ impl Session {
                 }
                 false
             }
-            // Alone long enough, or the instance is shutting down: let go. Dropped under the
-            // locks, so a concurrent call sees either a live connection or `Error::Closed`.
-            // Destroying the instance checkpoints what the WAL holds (ours included, when a
-            // settle never got its turn).
+            // Alone long enough, or the instance is shutting down: let go, writing nothing.
+            // Dropped under the locks, so a concurrent call sees either a live connection or
+            // `Error::Closed`.
             _ => {
                 drop(alone_since);
-                if opened_by_another_instance(&held.conn) {
+                if opened_by_another_instance(&held.conn) || !skip_shutdown_checkpoint(&held.conn) {
                     self.retire(guards);
                 } else {
                     self.release_all(guards);
@@ -428,15 +433,16 @@ impl Session {
     }
 
     /// While the user is connected: checkpoints what our last writer call left in the WAL, once
-    /// `QUIET` has passed since that call and since the last attempt. Never into a file another
-    /// instance has opened since: it would rewrite the file under that instance.
+    /// `SETTLE_QUIET` has passed since that call and since the last attempt (an attempt fails
+    /// while the caller's statement still runs, and the instant it ends is when a close comes).
+    /// Never into a file another instance has opened since: it would rewrite the file under it.
     fn settle_when_quiet(&self, conn: &Connection) {
-        let quiet = self.last_used.lock().map(|u| u.elapsed() >= QUIET).unwrap_or(true);
+        let quiet = self.last_used.lock().map(|u| u.elapsed() >= SETTLE_QUIET).unwrap_or(true);
         if !self.unsettled.load(Ordering::SeqCst) || !quiet {
             return;
         }
         let mut tried = self.settle_tried.lock().unwrap_or_else(|p| p.into_inner());
-        if tried.is_some_and(|t| t.elapsed() < QUIET) {
+        if tried.is_some_and(|t| t.elapsed() < SETTLE_QUIET) {
             return;
         }
         *tried = Some(Instant::now());
@@ -507,13 +513,9 @@ impl Session {
         search_path: &str,
         f: impl FnOnce(&Connection) -> Result<R>,
     ) -> Result<R> {
-        self.run(guard, search_path, |conn| {
-            let out = f(conn)?;
-            if !settle(conn) {
-                self.unsettled.store(true, Ordering::SeqCst);
-            }
-            Ok(out)
-        })
+        let out = self.run(guard, search_path, f);
+        self.wrote();
+        out
     }
 
     fn run<R>(
@@ -522,7 +524,24 @@ impl Session {
         search_path: &str,
         f: impl FnOnce(&Connection) -> Result<R>,
     ) -> Result<R> {
-        f(self.prepare(&mut guard, search_path)?)
+        let out = f(self.prepare(&mut guard, search_path)?);
+        self.touch();
+        out
+    }
+
+    /// Notes that a call of ours ran until now (the quiet periods count from its end).
+    fn touch(&self) {
+        if let Ok(mut t) = self.last_used.lock() {
+            *t = Instant::now();
+        }
+    }
+
+    /// A writer call ended: its changes are in the WAL until the watchdog settles them, while
+    /// the user is connected and once they have been quiet (`settle_when_quiet`). A CHECKPOINT
+    /// right here would fail: the caller's statement is a transaction still running.
+    fn wrote(&self) {
+        self.unsettled.store(true, Ordering::SeqCst);
+        self.touch();
     }
 
     /// The connection in `slot`, ready for a call resolving names through `search_path`.
@@ -533,9 +552,7 @@ impl Session {
             return Err(Error::Closed);
         }
         let held = slot.as_mut().ok_or(Error::Closed)?;
-        if let Ok(mut t) = self.last_used.lock() {
-            *t = Instant::now();
-        }
+        self.touch();
         if held.search_path.as_deref() != Some(search_path) {
             let sql = if search_path.is_empty() {
                 "RESET search_path".to_string()
@@ -571,9 +588,7 @@ impl Session {
             }
         };
         if !deferred.open {
-            if !settle(conn) {
-                self.unsettled.store(true, Ordering::SeqCst);
-            }
+            self.wrote();
             return Ok((value, None));
         }
         // Marked before the slot is unlocked, so nobody takes the empty slot for "released".
@@ -605,7 +620,17 @@ impl Session {
         if guard.is_none() && self.leased.load(Ordering::SeqCst) {
             return None;
         }
+        // A background writer (the follower) writes only while the user is connected: after
+        // the last user connection closed, this instance writes nothing (see the module doc).
+        if guard.as_ref().is_some_and(|held| !self.user_connected(&held.conn)) {
+            return None;
+        }
         Some(self.write(guard, search_path, f))
+    }
+
+    /// Whether a connection other than ours is open on the instance (an error counts as no).
+    fn user_connected(&self, conn: &Connection) -> bool {
+        connection_count(conn).is_ok_and(|n| n > self.ours as u64)
     }
 
     /// Released, or the process is exiting: either way nothing may use DuckDB through us.

@@ -1,5 +1,7 @@
-//! `serving_build(source VARCHAR)`: (re)creates fct_orders + mart_daily in one transaction and
-//! returns one summary row.
+//! `serving_build(source VARCHAR [, replace := BOOLEAN])`: (re)creates fct_orders + mart_daily in
+//! one transaction and returns one summary row. It never replaces a table it did not create
+//! unless `replace := true`, and a build from another source stops the follower (the layer no
+//! longer reflects what it follows): the result's `stopped_following` names it.
 
 use duckdb::core::LogicalTypeId;
 
@@ -7,7 +9,7 @@ use super::rows::{Cell, Ctx};
 use super::table::RowsFunction;
 use crate::error::Result;
 use crate::session::Role;
-use crate::{refresh, serving};
+use crate::{follow, refresh, serving};
 
 pub struct ServingBuild;
 
@@ -23,13 +25,24 @@ impl RowsFunction for ServingBuild {
         ("source", LogicalTypeId::Varchar),
         ("lake_snapshot", LogicalTypeId::Bigint),
         ("elapsed_ms", LogicalTypeId::Double),
+        ("stopped_following", LogicalTypeId::Varchar),
     ];
     const ROLE: Role = Role::Writer;
+    const NAMED: &'static [(&'static str, LogicalTypeId)] = &[("replace", LogicalTypeId::Boolean)];
     const LAKE_OPTIONS: bool = true;
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
-        let s = serving::build(ctx.conn, &ctx.call.arg, &ctx.session.lake_access(&ctx.call.access, &ctx.call.arg))?;
+        // replace := true lets a build drop tables of the serving names that it did not create.
+        let replace = ctx.call.named.first().cloned().flatten().is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let access = ctx.session.lake_access(&ctx.call.access, &ctx.call.arg);
+        let s = serving::build(ctx.conn, &ctx.call.arg, &access, replace)?;
         serving::after_commit(ctx.conn, refresh::warm);
+        // Stopped once the build commits (an interrupted build changes nothing, follower included).
+        let stopped = follow::followed_elsewhere(ctx.session, &s.source, &access.sandbox);
+        if stopped.is_some() {
+            let session = ctx.session.clone();
+            serving::after_commit(ctx.conn, move |_| follow::stop(&session));
+        }
         Ok(vec![vec![
             s.fct_rows.into(),
             s.mart_rows.into(),
@@ -39,6 +52,7 @@ impl RowsFunction for ServingBuild {
             s.source.into(),
             s.lake_snapshot.into(),
             s.elapsed_ms.into(),
+            stopped.into(),
         ]])
     }
 }

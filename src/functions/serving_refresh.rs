@@ -1,5 +1,6 @@
-//! `serving_refresh(changes VARCHAR)`: applies the latest merged rows of changed orders (plus an
-//! optional boolean `deleted`) to fct_orders and moves mart_daily by the delta, atomically.
+//! `serving_refresh(changes VARCHAR [, deleted := VARCHAR])`: applies the latest merged rows of
+//! changed orders (a BOOLEAN `deleted` column, or what `deleted :=` names, marks deletes) to
+//! fct_orders and moves mart_daily by the delta, atomically.
 
 use duckdb::core::LogicalTypeId;
 
@@ -27,10 +28,13 @@ impl RowsFunction for ServingRefresh {
         ("elapsed_ms", LogicalTypeId::Double),
     ];
     const ROLE: Role = Role::Writer;
+    const NAMED: &'static [(&'static str, LogicalTypeId)] = &[("deleted", LogicalTypeId::Varchar)];
     const LAKE_OPTIONS: bool = true;
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
-        let s = refresh::refresh(ctx.conn, &ctx.call.arg, &ctx.session.lake_access(&ctx.call.access, &ctx.call.arg))?;
+        let access = ctx.session.lake_access(&ctx.call.access, &ctx.call.arg);
+        let deleted = ctx.call.named.first().cloned().flatten();
+        let s = refresh::refresh(ctx.conn, &ctx.call.arg, &access, deleted.as_deref())?;
         Ok(vec![vec![
             s.inserted.into(),
             s.updated.into(),

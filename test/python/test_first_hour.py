@@ -1,0 +1,312 @@
+"""A new user's first hour: streamhouse never replaces their tables and never ignores what they
+meant. One test per finding; each fails on the behaviour before it was fixed. Oracles: the rows
+written here, aggregated in plain Python."""
+
+from __future__ import annotations
+
+import datetime
+
+import duckdb
+import pyarrow as pa
+import pytest
+from conftest import build, connect, dashboard
+from lake_util import Warehouse
+
+ORDERS = [
+    (1, "acme", datetime.date(2026, 11, 1), 1200),
+    (2, "acme", datetime.date(2026, 11, 1), 300),
+    (3, "acme", datetime.date(2026, 11, 2), 900),
+    (4, "O'Reilly", datetime.date(2026, 11, 2), 50),
+]
+
+
+def make_orders(con, name="orders", rows=ORDERS):
+    con.execute(f"CREATE OR REPLACE TABLE {name} (order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT)")
+    con.executemany(f"INSERT INTO {name} VALUES (?, ?, ?, ?)", rows)
+
+
+def python_dashboard(rows, company):
+    days = {}
+    for _, c, d, r in rows:
+        if c == company:
+            days[d] = days.get(d, 0) + r
+    return sorted(days.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+# -- 1. a build never replaces a table streamhouse did not create --------------------------------
+
+
+def test_build_refuses_to_replace_the_users_fct_orders(con):
+    make_orders(con)
+    con.execute("CREATE TABLE fct_orders AS SELECT 1::BIGINT AS order_id, 'precious' AS note")
+    with pytest.raises(duckdb.Error) as e:
+        build(con, "orders")
+    msg = str(e.value)
+    assert "serving_build: a table" in msg and "fct_orders (order_id BIGINT, note VARCHAR)" in msg, msg
+    assert "was not created by streamhouse" in msg and "replace := true" in msg and "USE" in msg, msg
+    assert con.execute("SELECT note FROM fct_orders").fetchall() == [("precious",)]
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'mart_daily'").fetchone()[0] == 0
+
+
+def test_build_refuses_to_replace_the_users_mart_daily_and_a_view(con):
+    make_orders(con)
+    con.execute("CREATE TABLE mart_daily (x INT)")
+    with pytest.raises(duckdb.Error, match=r"a table .*mart_daily \(x INTEGER\) already exists"):
+        build(con, "orders")
+    con.execute("DROP TABLE mart_daily")
+    con.execute("CREATE VIEW mart_daily AS SELECT 1 AS x")
+    with pytest.raises(duckdb.Error, match=r"a view .*mart_daily already exists and was not created by streamhouse"):
+        build(con, "orders")
+    assert con.execute("SELECT * FROM mart_daily").fetchall() == [(1,)]
+
+
+def test_a_table_of_the_layers_shape_without_a_recorded_layer_is_the_users(con):
+    make_orders(con)
+    con.execute("CREATE TABLE fct_orders AS SELECT * FROM orders")  # exactly our shape, but no layer
+    with pytest.raises(duckdb.Error, match="was not created by streamhouse"):
+        build(con, "orders")
+
+
+def test_replace_true_lets_the_build_drop_them(con):
+    make_orders(con)
+    con.execute("CREATE TABLE fct_orders AS SELECT 'precious' AS note")
+    con.execute("CREATE TABLE mart_daily (x INT)")
+    con.execute("SELECT * FROM serving_build('orders', replace := true)").fetchall()
+    assert dashboard(con, "acme") == python_dashboard(ORDERS, "acme")
+    assert con.execute("SELECT count(*) FROM fct_orders").fetchone()[0] == len(ORDERS)
+
+
+def test_rebuilding_its_own_layer_needs_no_replace(con):
+    make_orders(con)
+    build(con, "orders")
+    more = [*ORDERS, (5, "acme", datetime.date(2026, 11, 3), 7)]
+    make_orders(con, "orders", more)
+    assert build(con, "orders")["fct_rows"] == len(more)
+    assert dashboard(con, "acme") == python_dashboard(more, "acme")
+
+
+def test_a_layer_table_the_user_replaced_by_hand_is_refused(con):
+    make_orders(con)
+    build(con, "orders")
+    con.execute("DROP TABLE mart_daily")
+    con.execute("CREATE TABLE mart_daily AS SELECT 'mine' AS owner")
+    with pytest.raises(duckdb.Error, match=r"mart_daily \(owner VARCHAR\) already exists"):
+        build(con, "orders")
+    assert con.execute("SELECT owner FROM mart_daily").fetchall() == [("mine",)]
+
+
+def test_a_build_in_another_schema_leaves_the_users_table_alone(con):
+    make_orders(con)
+    con.execute("CREATE TABLE fct_orders AS SELECT 'precious' AS note")
+    con.execute("CREATE SCHEMA serving")
+    con.execute("USE serving")
+    build(con, "main.orders")
+    assert dashboard(con, "acme") == python_dashboard(ORDERS, "acme")
+    assert con.execute("SELECT note FROM main.fct_orders").fetchall() == [("precious",)]
+
+
+# -- 2. a change set's delete flag can be named; a look-alike is refused, never ignored ----------
+
+
+def build_and_change(con, changes_sql):
+    make_orders(con)
+    build(con, "orders")
+    con.execute(f"CREATE OR REPLACE TABLE changes AS {changes_sql}")
+
+
+def refresh_row(con, sql):
+    cur = con.execute(sql)
+    names = [d[0] for d in cur.description]
+    return dict(zip(names, cur.fetchone(), strict=True))
+
+
+@pytest.mark.parametrize(
+    "column, value",
+    [("op", "'D'"), ("is_deleted", "1"), ("row_kind", "'-D'"), ("OP", "'D'")],
+)
+def test_a_delete_flag_look_alike_is_refused_with_the_hint(con, column, value):
+    build_and_change(
+        con,
+        f"SELECT 4::BIGINT AS order_id, 'O''Reilly' AS company, DATE '2026-11-02' AS order_day, 50 AS revenue, "
+        f"{value} AS {column}",
+    )
+    before = con.execute("SELECT * FROM mart_daily ORDER BY ALL").fetchall()
+    with pytest.raises(duckdb.Error) as e:
+        con.execute("SELECT * FROM serving_refresh('changes')").fetchall()
+    msg = str(e.value)
+    assert f"serving_refresh: change set 'changes' has a column '{column}'" in msg, msg
+    assert "looks like a delete flag" in msg and "deleted := " in msg, msg
+    assert con.execute("SELECT * FROM mart_daily ORDER BY ALL").fetchall() == before
+
+
+@pytest.mark.parametrize(
+    "flag_sql, deleted",
+    [
+        ("'D' AS op", "op = 'D'"),
+        ("1 AS is_deleted", "is_deleted = 1"),
+        ("true AS gone", "gone"),
+        ("true AS gone", "GONE"),
+    ],
+)
+def test_deleted_names_the_flag(con, flag_sql, deleted):
+    build_and_change(
+        con,
+        f"SELECT 4::BIGINT AS order_id, NULL::VARCHAR AS company, NULL::DATE AS order_day, NULL::BIGINT AS revenue, "
+        f"{flag_sql}",
+    )
+    got = refresh_row(con, f"SELECT * FROM serving_refresh('changes', deleted := {duckdb_literal(deleted)})")
+    assert (got["updated"], got["deleted"]) == (0, 1)
+    remaining = [o for o in ORDERS if o[0] != 4]
+    assert dashboard(con, "O'Reilly") == python_dashboard(remaining, "O'Reilly") == []
+    assert dashboard(con, "acme") == python_dashboard(remaining, "acme")
+    assert con.execute("SELECT count(*) FROM serving_reconcile()").fetchone()[0] == 0
+
+
+def test_deleted_expression_mixing_updates_and_deletes(con):
+    build_and_change(
+        con,
+        "SELECT * FROM (VALUES (3::BIGINT, 'acme', DATE '2026-11-01', 100::BIGINT, 'U'), "
+        "(4, NULL, NULL, NULL, 'D')) t(order_id, company, order_day, revenue, op)",
+    )
+    got = refresh_row(con, "SELECT * FROM serving_refresh('changes', deleted := 'op = ''D''')")
+    assert (got["updated"], got["deleted"]) == (1, 1)
+    after = [(1, "acme", datetime.date(2026, 11, 1), 1200), (2, "acme", datetime.date(2026, 11, 1), 300)]
+    after.append((3, "acme", datetime.date(2026, 11, 1), 100))
+    assert dashboard(con, "acme") == python_dashboard(after, "acme")
+
+
+@pytest.mark.parametrize(
+    "deleted, problem",
+    [
+        ("op", "column 'deleted' of source 'changes' has type VARCHAR (column 'op'), expected BOOLEAN; for a flag"),
+        ("nope = 1", "parameter 'deleted' = 'nope = 1': not a column or boolean expression"),
+        ("1 + 1", "parameter 'deleted' = '1 + 1': its type is INTEGER, not BOOLEAN"),
+        ("", "parameter 'deleted' = '': give the BOOLEAN column or the boolean expression"),
+    ],
+)
+def test_a_bad_deleted_is_refused_naming_it(con, deleted, problem):
+    build_and_change(
+        con, "SELECT 4::BIGINT AS order_id, 'x' AS company, DATE '2026-11-02' AS order_day, 1 AS revenue, 'D' AS op"
+    )
+    with pytest.raises(duckdb.Error) as e:
+        con.execute(f"SELECT * FROM serving_refresh('changes', deleted := {duckdb_literal(deleted)})").fetchall()
+    msg = str(e.value)
+    assert problem in msg, msg
+
+
+def test_a_non_boolean_deleted_column_says_how_to_get_there(con):
+    build_and_change(
+        con, "SELECT 4::BIGINT AS order_id, 'x' AS company, DATE '2026-11-02' AS order_day, 1 AS revenue, 1 AS deleted"
+    )
+    with pytest.raises(
+        duckdb.Error, match=r"INTEGER \(column 'deleted'\), expected BOOLEAN; .*deleted := 'op = ''D'''"
+    ):
+        con.execute("SELECT * FROM serving_refresh('changes')").fetchall()
+
+
+def duckdb_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+# -- 3. a build of another source stops the follower and says so -------------------------------
+
+LAKE_ORDERS = pa.schema(
+    [
+        pa.field("order_id", pa.int64(), nullable=False),
+        ("company", pa.string()),
+        ("order_day", pa.date32()),
+        ("revenue", pa.int64()),
+    ]
+)
+
+
+def lake_orders(wh, name, rows):
+    t = wh.create(name, LAKE_ORDERS, ["order_id"], {"bucket": "1", "merge-engine": "partial-update"})
+    t.commit([dict(zip(["order_id", "company", "order_day", "revenue"], r, strict=True)) for r in rows])
+    return t
+
+
+def status(con):
+    cur = con.execute("SELECT * FROM serving_status()")
+    names = [d[0] for d in cur.description]
+    return dict(zip(names, cur.fetchone(), strict=True))
+
+
+def test_a_build_of_another_source_stops_the_follower(con, tmp_path):
+    wh = Warehouse(tmp_path / "wh")
+    lake_orders(wh, "d", ORDERS)
+    followed = "paimon:" + wh.path("d")
+    build(con, followed)
+    con.execute(f"SELECT * FROM serving_follow('{followed}', every := INTERVAL '20 ms')").fetchall()
+    assert status(con)["following"] == followed
+    make_orders(con)
+    got = build(con, "orders")
+    assert got["stopped_following"] == followed
+    st = status(con)
+    assert st["source"] == "orders" and st["following"] is None, st
+    # A rebuild from the followed table itself keeps it followed.
+    build(con, followed)
+    con.execute(f"SELECT * FROM serving_follow('{followed}', every := INTERVAL '20 ms')").fetchall()
+    assert build(con, followed)["stopped_following"] is None
+    assert status(con)["following"] == followed
+    con.execute("SELECT * FROM serving_unfollow()").fetchall()
+
+
+# -- 4. lake paths are recorded absolute --------------------------------------------------------
+
+
+def test_a_relative_lake_path_is_recorded_absolute(con, tmp_path, monkeypatch):
+    wh = Warehouse(tmp_path / "wh")
+    lake_orders(wh, "t", ORDERS)
+    monkeypatch.chdir(tmp_path)
+    got = build(con, "paimon:wh/db.db/t")
+    absolute = "paimon:" + str((tmp_path / "wh" / "db.db" / "t").resolve())
+    assert got["source"] == absolute
+    monkeypatch.chdir("/")
+    st = status(con)
+    assert st["source"] == absolute and st["lake_latest_snapshot"] == 1, st
+    got = refresh_row(con, f"SELECT * FROM serving_refresh('{absolute}')")
+    assert got["lake_snapshot"] == 1
+    assert dashboard(con, "acme") == python_dashboard(ORDERS, "acme")
+
+
+# -- 7. read-only databases: every reader works, writers say why they cannot -------------------
+
+
+def test_read_only_database_readers_work_writers_say_read_only(ext_path, tmp_path):
+    db = str(tmp_path / "ro.duckdb")
+    c = connect(db, ext_path)
+    make_orders(c)
+    build(c, "orders")
+    c.close()
+    wait_released(db)
+    c = duckdb.connect(db, read_only=True, config={"allow_unsigned_extensions": "true"})
+    c.execute(f"LOAD '{ext_path}'")
+    try:
+        assert dashboard(c, "acme") == python_dashboard(ORDERS, "acme")
+        assert dashboard(c, "acme", "serving_olap") == python_dashboard(ORDERS, "acme")
+        assert c.execute("SELECT count(*) FROM serving_reconcile()").fetchone()[0] == 0
+        assert status(c)["last_reconcile_clean"] is True
+        for sql in ("SELECT * FROM serving_build('orders')", "SELECT * FROM serving_refresh('orders')"):
+            function = sql.split("FROM ")[1].split("(")[0]
+            with pytest.raises(duckdb.Error) as e:
+                c.execute(sql).fetchall()
+            msg = str(e.value)
+            assert f"{function}: the database 'ro' is read-only" in msg and "open it read-write" in msg, msg
+    finally:
+        c.close()
+
+
+def wait_released(db, seconds=5.0):
+    """Until another instance may open the file (the extension's connections let go of it)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            duckdb.connect(db, read_only=True).close()
+            return
+        except duckdb.Error:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
