@@ -77,13 +77,16 @@ impl fmt::Display for Error {
             }
             Error::SourceNotFound { source, detail } => {
                 let source_ = shown(source);
-                write!(
-                    f,
-                    "serving: source '{source_}' does not exist or cannot be read ({}). Note: streamhouse \
-                 reads through its own connection, so TEMP tables and uncommitted rows of your session are \
-                 not visible to it",
-                    shown_long(detail)
-                )
+                write!(f, "serving: source '{source_}' does not exist or cannot be read ({})", shown_long(detail))?;
+                // Only a name can be a TEMP table or one of the session's uncommitted tables.
+                if !names_a_file(source) {
+                    write!(
+                        f,
+                        ". Note: streamhouse reads through its own connection, so TEMP tables and uncommitted \
+                         rows of your session are not visible to it"
+                    )?;
+                }
+                Ok(())
             }
             Error::MissingColumn { source, column, found } => {
                 let source_ = shown(source);
@@ -131,6 +134,12 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// Whether a source string is a path or URL rather than a table name.
+fn names_a_file(source: &str) -> bool {
+    let lower = source.trim().to_ascii_lowercase();
+    lower.contains(['/', '\\', '*']) || [".parquet", ".csv", ".tsv", ".json", ".gz"].iter().any(|e| lower.ends_with(e))
+}
+
 /// DuckDB's Rust binding appends "Error code 1: Unknown error code"-style noise; keep only the message.
 pub fn clean_duckdb_message(e: &duckdb::Error) -> String {
     match e {
@@ -147,6 +156,19 @@ pub fn clean_duckdb_message(e: &duckdb::Error) -> String {
 }
 
 impl Error {
+    /// The error as the SQL function `function` reports it: a message of the shared source and
+    /// lake code (which does not know which function runs it) starts with that function's name
+    /// instead of "serving".
+    pub fn in_function(self, function: &str) -> Error {
+        let message = self.to_string();
+        match message.strip_prefix("serving: ") {
+            Some(rest) if function != "serving" => {
+                Error::DuckDb { context: function.to_string(), message: rest.to_string() }
+            }
+            _ => self,
+        }
+    }
+
     pub fn duckdb(context: impl Into<String>, e: &duckdb::Error) -> Self {
         Error::DuckDb { context: context.into(), message: clean_duckdb_message(e) }
     }

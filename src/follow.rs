@@ -37,6 +37,8 @@ pub struct Progress {
     pub last_error: Option<String>,
     /// Microseconds since the epoch.
     pub last_error_at: Option<i64>,
+    /// Whether the latest apply failed (`last_error` stays as a record after a recovery).
+    pub failing: bool,
 }
 
 /// A running follower of one Paimon table.
@@ -159,6 +161,7 @@ pub fn start(
                 match outcome {
                     Ok(applied) => {
                         failures = 0;
+                        p.failing = false;
                         if applied.is_some() {
                             p.last_applied = applied;
                             p.applies += 1;
@@ -167,6 +170,7 @@ pub fn start(
                     Err(Error::Closed) => return,
                     Err(e) => {
                         failures = failures.saturating_add(1);
+                        p.failing = true;
                         p.last_error = Some(e.to_string());
                         p.last_error_at = Some(now_micros());
                     }

@@ -58,6 +58,28 @@ impl std::fmt::Debug for LakeOptions {
     }
 }
 
+/// The storage option keys streamhouse's build of paimon-rust reads (after `s3.`).
+pub const S3_KEYS: [&str; 16] = [
+    "endpoint",
+    "access-key",
+    "secret-key",
+    "session.token",
+    "region",
+    "path-style-access",
+    "anonymous",
+    "assumed.role.arn",
+    "assumed.role.externalId",
+    "assumed.role.session.name",
+    "sse.type",
+    "sse.key",
+    "sse-c.algorithm",
+    "sse-c.key",
+    "sse-c.key.md5",
+    "storage.class",
+];
+/// Paimon's Java-style spellings of some of them.
+const S3_ALIASES: [&str; 3] = ["access.key", "secret.key", "path.style.access"];
+
 /// Option keys whose values are secrets (never shown, scrubbed from every message).
 fn is_secret_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
@@ -73,6 +95,16 @@ impl LakeOptions {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// The first key that paimon-rust's storage would silently ignore, if any: a misspelt key
+    /// (`s3.acess-key`) must be an error, not an anonymous request. Keys are Paimon's own, with
+    /// its Java-style aliases (`fs.s3a.`/`s3a.` prefixes, `access.key` for `access-key`, ...).
+    pub fn unknown_key(&self) -> Option<&str> {
+        self.0.keys().map(String::as_str).find(|key| {
+            let rest = ["fs.s3a.", "s3a.", "s3."].iter().find_map(|p| key.strip_prefix(p));
+            !rest.is_some_and(|r| S3_KEYS.contains(&r) || S3_ALIASES.contains(&r))
+        })
     }
 
     /// The properties paimon-rust's storage is built with for `path`: the options given, and
@@ -159,6 +191,31 @@ fn without_any_userinfo(text: &str) -> String {
     out
 }
 
+/// Every URL's query string in a message replaced: an endpoint such as `https://host/?token=...`
+/// carries a credential there, and a storage error may quote it back.
+fn without_query_strings(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        out.push_str(&rest[..i + 3]);
+        rest = &rest[i + 3..];
+        let end = rest.find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ')' | '>' | ',')).unwrap_or(rest.len());
+        match rest[..end].find('?') {
+            Some(q) => {
+                out.push_str(&rest[..q]);
+                out.push_str("?***");
+                rest = &rest[end..];
+            }
+            None => {
+                out.push_str(&rest[..end]);
+                rest = &rest[end..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Where a lake error happened: the SQL function, the table as the user named it, and the
 /// secrets no message may carry.
 #[derive(Clone)]
@@ -179,8 +236,8 @@ impl Place {
         for secret in self.secrets.iter() {
             problem = problem.replace(secret.as_str(), "***");
         }
-        let problem = without_any_userinfo(&problem);
-        Error::Lake { function: self.function, path: without_userinfo(&self.path), problem }
+        let problem = without_query_strings(&without_any_userinfo(&problem));
+        Error::Lake { function: self.function, path: without_query_strings(&without_userinfo(&self.path)), problem }
     }
 
     /// Runs one metadata future to completion on a fresh current-thread runtime.
@@ -201,10 +258,23 @@ impl Place {
         let full = e.to_string();
         // Object-storage errors carry a backtrace of our reader's stack: noise to a SQL user.
         let text = full.split("\nBacktrace:").next().unwrap_or(&full).trim_end();
+        // The storage layer's first line says what failed; the lines after it are its context
+        // (request ids, retries, the URL): kept out of what a SQL user reads.
+        let first = text.lines().next().unwrap_or_default();
         let text = if text.contains("NoSuchBucket") {
-            format!("the bucket does not exist: {text}")
-        } else if text.contains("tcp connect error") || text.contains("dns error") {
-            format!("cannot reach the object-storage endpoint: {text}")
+            format!("the bucket does not exist ({first})")
+        } else if text.contains("tcp connect error") || text.contains("dns error") || text.contains("ConnectionRefused") {
+            format!("cannot reach the object-storage endpoint (is s3.endpoint / AWS_ENDPOINT_URL right?): {first}")
+        } else if text.contains("detect_region") || text.contains("region is missing") {
+            "the S3 region is not set: give options := MAP {'s3.region': '<region>'} or set AWS_REGION".to_string()
+        } else if ["SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "PermissionDenied", " 403"]
+            .iter()
+            .any(|w| text.contains(w))
+        {
+            format!(
+                "access denied: check s3.access-key and s3.secret-key (or AWS_ACCESS_KEY_ID and \
+                 AWS_SECRET_ACCESS_KEY) and the permissions they grant ({first})"
+            )
         } else {
             text.to_string()
         };
@@ -818,6 +888,10 @@ mod tests {
     #[test]
     fn userinfo_never_shown() {
         assert_eq!(without_userinfo("s3://key:secret@bucket/t"), "s3://***@bucket/t");
+        assert_eq!(
+            without_query_strings("endpoint \"https://h:9/?token=abc&x=1\" failed; see http://a/b"),
+            "endpoint \"https://h:9/?***\" failed; see http://a/b"
+        );
         assert_eq!(
             without_any_userinfo("url: http://u:p4ss@127.0.0.1:9000/b?x=1 and s3://b/t"),
             "url: http://***@127.0.0.1:9000/b?x=1 and s3://b/t"

@@ -384,7 +384,7 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
         .map_err(|e| Error::duckdb("serving_refresh: compacting fct_orders", &e))?;
         dead_rows = 0;
     }
-    s.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    s.elapsed_ms = serving::elapsed_ms(started);
     Ok(Applied { summary: s, generation, mart: Warm { mart: next, dead_rows } })
 }
 

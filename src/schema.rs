@@ -13,6 +13,9 @@ pub const COUNTS: &str = "serving_mart_counts";
 const INTEGER_TYPES: [&str; 10] =
     ["TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"];
 const INTEGER: &str = "an integer type (TINYINT..HUGEINT, or DECIMAL with scale 0)";
+/// What to do with a revenue that is not an integer: streamhouse sums exactly, in whole units.
+const INTEGER_REVENUE: &str = "an integer type (TINYINT..HUGEINT, or DECIMAL with scale 0); for amounts with \
+     decimals build from a view with CAST(round(amount * 100) AS BIGINT) AS revenue (whole cents)";
 
 fn is_integer_type(t: &str) -> bool {
     let t = t.to_ascii_uppercase();
@@ -67,11 +70,18 @@ pub fn match_columns(source: &str, described: &[(String, String)]) -> Result<Sou
     let day_kind = match t.to_ascii_uppercase().as_str() {
         "DATE" => DayKind::Date,
         "VARCHAR" => DayKind::Text,
-        _ => return Err(wrong("order_day", &t, "DATE or 'YYYY-MM-DD' text (VARCHAR)")),
+        _ => {
+            return Err(wrong(
+                "order_day",
+                &t,
+                "DATE or 'YYYY-MM-DD' text (VARCHAR); for a TIMESTAMP build from a view with CAST(ts AS DATE) AS \
+                 order_day",
+            ))
+        }
     };
     let (revenue, t) = find("revenue")?;
     if !is_integer_type(&t) {
-        return Err(wrong("revenue", &t, INTEGER));
+        return Err(wrong("revenue", &t, INTEGER_REVENUE));
     }
     Ok(SourceColumns { order_id, company, order_day, revenue, day_kind, deleted: None })
 }

@@ -102,6 +102,11 @@ pub fn describe(conn: &Connection, raw: &str, relation: &str) -> Result<Vec<(Str
     rows.collect::<std::result::Result<Vec<_>, _>>().map_err(not_found)
 }
 
+/// Milliseconds since `started`, to the microsecond (no float noise such as 44.654382999999996).
+pub fn elapsed_ms(started: Instant) -> f64 {
+    started.elapsed().as_micros() as f64 / 1e3
+}
+
 pub fn now_micros() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
 }
@@ -122,6 +127,14 @@ pub fn resolve(conn: &Connection, raw: &str, allow_deleted: bool, access: &Acces
         Origin::Lake(path) => return resolve_lake(conn, raw, &path, allow_deleted, access),
         Origin::Relation(source) => source,
     };
+    if !access.options.is_empty() {
+        return Err(Error::BadSource {
+            source: raw.into(),
+            reason: "options := MAP {...} applies only to a Paimon table source; a table, view or file is read by \
+                     DuckDB itself (for S3 files create a DuckDB secret)"
+                .into(),
+        });
+    }
     if let Source::File { path, .. } = &source {
         refuse_special_file(raw, path, &access.sandbox)?;
     }
@@ -467,7 +480,7 @@ pub fn summarize(
             },
             source: source.into(),
             lake_snapshot,
-            elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+            elapsed_ms: elapsed_ms(started),
         })
     })
     .map_err(|e| Error::duckdb("serving: summarizing", &e))

@@ -42,7 +42,27 @@ impl Origin {
                 return Ok(Origin::Lake(s.to_string()));
             }
         }
-        Source::parse(raw).map(Origin::Relation)
+        Source::parse(raw).map(Origin::Relation).map_err(|e| match e {
+            // A path with no file extension: say what is there (where the sandbox lets us look).
+            Error::BadSource { source, .. } if looks_like_path(s) && format_of(s).is_none() && sandbox.permits(s) => {
+                let p = std::path::Path::new(crate::sandbox::local_path(s));
+                let what = if p.is_dir() {
+                    "it is a directory but not a Paimon table (it has no schema/ subdirectory)"
+                } else if p.exists() {
+                    "it is a file without a known extension"
+                } else {
+                    "no such file or directory"
+                };
+                Error::BadSource {
+                    source,
+                    reason: format!(
+                        "{what}; a source is a table or view name, a Paimon table directory (paimon:<dir>), or a \
+                         .parquet, .csv, .tsv or .json file (optionally .gz)"
+                    ),
+                }
+            }
+            other => other,
+        })
     }
 
     /// The Paimon table a source string names, if it names one (and the sandbox lets us see).

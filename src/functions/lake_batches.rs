@@ -64,7 +64,16 @@ pub fn options_param(bind: &BindInfo, function: &'static str) -> Result<LakeOpti
             .map_err(|_| bad(format!("option '{key}' holds a NUL character")))?;
         pairs.push((key, value));
     }
-    Ok(LakeOptions::new(pairs))
+    let options = LakeOptions::new(pairs);
+    if let Some(key) = options.unknown_key() {
+        let known: Vec<String> = crate::lake::S3_KEYS.iter().map(|k| format!("s3.{k}")).collect();
+        return Err(bad(format!(
+            "unknown option key '{}' (a misspelt key would be ignored by the storage); the keys are {}",
+            crate::error::shown(key),
+            known.join(", ")
+        )));
+    }
+    Ok(options)
 }
 
 /// Declares one DuckDB column per Arrow field.

@@ -1,17 +1,21 @@
 //! `serving_status()`: one row saying when and from what the serving layer was built and
 //! refreshed, which lake snapshot it reflects, its sizes, the last reconcile outcome, and, for a
-//! Paimon source, how far behind the lake it is and what its follower is doing.
+//! Paimon source, how far behind the lake it is and what its follower is doing. `state` is one of
+//! 'not built', 'built', 'following' and 'failing' (the follower's latest apply failed).
 
 use duckdb::core::LogicalTypeId;
 
 use super::rows::{Cell, Ctx};
 use super::table::RowsFunction;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::follow;
 use crate::refresh;
 use crate::session::Role;
 
 pub struct ServingStatus;
+
+/// `state` before the first build.
+const NOT_BUILT: &str = "not built";
 
 impl RowsFunction for ServingStatus {
     const NAME: &'static str = "serving_status";
@@ -35,17 +39,33 @@ impl RowsFunction for ServingStatus {
         ("lag_ms", LogicalTypeId::Bigint),
         ("last_error", LogicalTypeId::Varchar),
         ("last_error_at", LogicalTypeId::Timestamp),
+        ("state", LogicalTypeId::Varchar),
     ];
     const ROLE: Role = Role::Reader;
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
-        let mut s = refresh::status(ctx.conn)?;
+        let mut s = match refresh::status(ctx.conn) {
+            Ok(s) => s,
+            // Before the first build: a row that says so (a monitor polls this from the start).
+            Err(Error::NotBuilt { .. }) => {
+                let mut row = vec![Cell::Null; Self::COLUMNS.len()];
+                row[4] = Cell::BigInt(0);
+                row[Self::COLUMNS.len() - 1] = Cell::Text(NOT_BUILT.into());
+                return Ok(vec![row]);
+            }
+            Err(e) => return Err(e),
+        };
         // A reconcile that ran while a writer was busy is only in memory.
         if let Some(r) = *ctx.session.reconciled.lock().unwrap_or_else(|p| p.into_inner()) {
             if r.generation == s.generation && s.last_reconcile_at.is_none_or(|at| at < r.at) {
                 s.last_reconcile_at = Some(r.at);
                 s.last_reconcile_clean = Some(r.clean);
             }
+        }
+        // A clean reconcile says nothing about a layer that changed after it.
+        let changed = s.refreshed_at.or(s.built_at);
+        if s.last_reconcile_at.zip(changed).is_some_and(|(at, changed)| at < changed) {
+            s.last_reconcile_clean = None;
         }
         let (following, every, progress) = match &*ctx.session.follower.lock().unwrap_or_else(|p| p.into_inner()) {
             Some(f) => (Some(f.source.clone()), Some(f.every.as_millis() as i64), f.progress()),
@@ -76,6 +96,14 @@ impl RowsFunction for ServingStatus {
             lag.millis.into(),
             progress.last_error.into(),
             ts(progress.last_error_at),
+            Cell::Text(
+                match (&following, progress.failing) {
+                    (Some(_), true) => "failing",
+                    (Some(_), false) => "following",
+                    (None, _) => "built",
+                }
+                .into(),
+            ),
         ]])
     }
 }

@@ -24,10 +24,9 @@ impl RowsFunction for ServingUnfollow {
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
         let stopped = ctx.session.follower.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let (source, progress) = match stopped {
-            Some(f) => (Some(f.source.clone()), f.stop()),
-            None => (None, Default::default()),
-        };
+        // Nothing followed: no row (a row of NULLs would read as a follower of nothing).
+        let Some(f) = stopped else { return Ok(Vec::new()) };
+        let (source, progress) = (Some(f.source.clone()), f.stop());
         // Read after the stop: includes an apply that was running when we were called.
         let snapshot = refresh::status(ctx.conn).ok().and_then(|s| s.lake_snapshot);
         Ok(vec![vec![source.into(), snapshot.into(), (progress.applies as i64).into(), progress.last_error.into()]])

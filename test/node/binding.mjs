@@ -182,7 +182,7 @@ await checkDashboards(con, state, 'after build');
 await assert.rejects(con.run('SELECT * FROM serving_dashboard(NULL)'),
   errorWith("serving_dashboard: parameter 'company' must not be NULL"));
 await assert.rejects(con.run("SELECT * FROM serving_build('no_such_table')"),
-  errorWith("serving: source 'no_such_table' does not exist"));
+  errorWith("serving_build: source 'no_such_table' does not exist"));
 await checkDashboards(con, state, 'after the failed build');
 
 await con.run('CREATE TABLE changes (order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT, deleted BOOLEAN)');

@@ -153,7 +153,7 @@ def test_cli_error_message_is_clean(cli, ext_path, tmp_path):
     p = run_cli(cli, f"LOAD {sql_literal(ext_path)}; SELECT * FROM serving_build('no_such_table');", check=False)
     assert p.returncode != 0
     err = p.stderr + p.stdout
-    assert "serving: source 'no_such_table' does not exist" in err, err
+    assert "serving_build: source 'no_such_table' does not exist" in err, err
     assert "Error code" not in err and "Unknown error code" not in err, err
     p = run_cli(cli, f"LOAD {sql_literal(ext_path)}; SELECT * FROM serving_dashboard('a');", check=False)
     assert p.returncode != 0

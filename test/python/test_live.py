@@ -761,9 +761,16 @@ def test_follow_bad_commit_sets_last_error_then_catches_up(tmp_path):
 
     # a good commit on top does not help while order 777 still has no company: nothing partial
     t.commit([{"order_id": 900, "company": "acme", "order_day": day(1), "revenue": 1}])
-    time.sleep(0.4)
-    s = status_dict(con)
-    assert (s["lake_snapshot"], s["lake_latest_snapshot"], s["lag_snapshots"]) == (1, 3, 2)
+    committed = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    # proof that the follower tried again after that commit (and failed), not a pause and hope
+    s = wait_for(
+        lambda: (lambda s: s if s["lake_latest_snapshot"] == 3 and s["last_error_at"] > committed else None)(
+            status_dict(con)
+        ),
+        40,
+        "the follower to retry after the good commit (backoff is capped at 30 s)",
+    )
+    assert (s["lake_snapshot"], s["lake_latest_snapshot"], s["lag_snapshots"], s["state"]) == (1, 3, 2, "failing")
     assert "order_id 777" in s["last_error"]
     assert_serves(con, before, "after a good commit on top of the bad one")
 
@@ -1038,7 +1045,7 @@ def test_follow_refusals_and_replacing(tmp_path):
 
     follow = "SELECT * FROM serving_follow(?, every := INTERVAL '100 ms')"
     refused(follow, [src], "serving_follow", "run serving_build(source) first")  # nothing built yet
-    assert con.execute("SELECT * FROM serving_unfollow()").fetchall() == [(None, None, 0, None)]
+    assert con.execute("SELECT * FROM serving_unfollow()").fetchall() == []
 
     con.execute(
         "CREATE TABLE src AS SELECT * FROM (VALUES (1, 'acme', DATE '2026-01-01', 5)) "
@@ -1092,32 +1099,29 @@ def test_follow_refusals_and_replacing(tmp_path):
     wait_for(lambda: status_dict(con)["lake_snapshot"] == 2, 20, "the follower to apply after a rebuild")
     assert_serves(con, merged_after("partial-update", t.commits), "rebuilt while following")
 
-    # a build from another source underneath the follower: lake changes must never be applied
-    # onto it
-    con.execute("SELECT * FROM serving_build('src')").fetchall()
+    # a build from another source stops the follower once it commits, and says so: lake changes
+    # are never applied onto it, and nothing is left following a table the layer is not from
+    assert con.execute("SELECT stopped_following FROM serving_build('src')").fetchone() == (src,)
+    s = status_dict(con)
+    assert (s["source"], s["lake_snapshot"], s["following"], s["state"]) == ("src", None, None, "built"), s
     t.commit([{"order_id": 501, "company": "acme", "order_day": day(1), "revenue": 9}])
-    s = wait_for(lambda: (lambda s: s if s["last_error"] else None)(status_dict(con)), 20, "the follower to report")
-    assert "not from a Paimon table" in s["last_error"], s["last_error"]
-    time.sleep(0.3)
     assert_serves(
         con,
         [{"order_id": 1, "company": "acme", "order_day": datetime.date(2026, 1, 1), "revenue": 5}],
-        "built from src while following",
+        "built from src after following",
     )
-    s = status_dict(con)
-    assert s["source"] == "src" and s["lake_snapshot"] is None and s["following"] == src
-    # ... nor onto a build from another Paimon table
-    con.execute("SELECT * FROM serving_build(?)", [other]).fetchall()
+    refused("SELECT * FROM serving_follow(?)", [src], "the serving layer was built from 'src'")
+    # ... and so does a build from another Paimon table
+    con.execute("SELECT * FROM serving_build(?)", [src]).fetchall()
+    con.execute(follow, [src]).fetchall()
+    assert con.execute("SELECT stopped_following FROM serving_build(?)", [other]).fetchone() == (src,)
     t.commit([{"order_id": 502, "company": "acme", "order_day": day(1), "revenue": 11}])
-    time.sleep(0.5)
-    assert_serves(con, merged_after("partial-update", u.commits), "built from another table while following")
+    assert_serves(con, merged_after("partial-update", u.commits), "built from another table after following")
     s = status_dict(con)
-    assert (s["source"], s["lake_snapshot"], s["following"]) == (other, 1, src)
-    assert s["last_error"] is not None
+    assert (s["source"], s["lake_snapshot"], s["following"]) == (other, 1, None), s
 
-    followed, _snap, _applies, _err = con.execute("SELECT * FROM serving_unfollow()").fetchone()
-    assert followed == src
-    assert con.execute("SELECT followed, applies FROM serving_unfollow()").fetchone() == (None, 0)
+    # nothing followed: no row
+    assert con.execute("SELECT * FROM serving_unfollow()").fetchall() == []
     assert status_dict(con)["following"] is None
     con.close()
 
