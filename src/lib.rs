@@ -1,9 +1,10 @@
 //! streamhouse: the OLAP serving layer of a Paimon/Fluss streamhouse, as a DuckDB extension.
 //!
-//! Pure logic lives in plain modules (`source`, `schema`, `dupcheck`, `tier`, `quote`); `lake`
-//! reads Paimon tables through paimon-rust; `serving` and `refresh` run SQL on the extension's
-//! connection (`session`); `functions` is the thin FFI layer.
+//! Pure logic lives in plain modules (`source`, `schema`, `dashboard`, `dupcheck`, `tier`,
+//! `quote`); `lake` reads Paimon tables through paimon-rust; `serving` and `refresh` run SQL on
+//! the extension's connection (`session`); `functions` is the thin FFI layer.
 
+pub mod dashboard;
 pub mod delta;
 pub mod dupcheck;
 pub mod error;

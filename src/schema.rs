@@ -317,19 +317,6 @@ pub fn reconcile_sql() -> String {
     )
 }
 
-/// The query serving_dashboard runs; `$1` is the company, bound as a parameter.
-pub fn dashboard_sql() -> String {
-    format!("SELECT order_day, revenue FROM {MART} WHERE company = $1 ORDER BY revenue DESC, order_day ASC")
-}
-
-/// The same answer computed straight from the fact.
-pub fn olap_sql() -> String {
-    format!(
-        "SELECT order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue FROM {FACT} WHERE company = $1 \
-         GROUP BY order_day ORDER BY revenue DESC, order_day ASC"
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
 //! The serving layer's operations, run on the extension's own connection: build, dashboard,
-//! OLAP oracle and plan. Each build is one transaction, so a failure leaves the previous
-//! `fct_orders` / `mart_daily` exactly as they were.
+//! OLAP oracle and plan (the dashboard's question and its SQL live in `dashboard`). Each build
+//! is one transaction, so a failure leaves the previous `fct_orders` / `mart_daily` exactly as
+//! they were.
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -9,6 +10,7 @@ use duckdb::arrow::datatypes::DataType;
 use duckdb::types::ValueRef;
 use duckdb::Connection;
 
+use crate::dashboard::DashboardQuery;
 use crate::dupcheck;
 use crate::error::{clean_duckdb_message, Error, Result};
 use crate::lake::{Access, LakeTable};
@@ -673,14 +675,22 @@ pub struct DayRevenue {
     pub revenue: Vec<i128>,
 }
 
-/// Runs one of the per-company queries through a cached prepared statement. Results are taken
-/// as whole Arrow columns, never row by row: this path is what the dashboard latency is made of.
-fn per_company(conn: &Connection, function: &'static str, sql: &str, company: &str) -> Result<DayRevenue> {
+/// Runs one of the per-company queries through a cached prepared statement (one per query
+/// shape: the values are bound, never spliced). Results are taken as whole Arrow columns, never
+/// row by row: this path is what the dashboard latency is made of.
+fn per_company(
+    conn: &Connection,
+    function: &'static str,
+    sql: &str,
+    company: &str,
+    query: &DashboardQuery,
+) -> Result<DayRevenue> {
     let mut stmt = conn.prepare_cached(sql).map_err(|e| not_built(function, e))?;
     let mut out = DayRevenue::default();
     let unexpected =
         |what: &str| Error::DuckDb { context: function.into(), message: format!("unexpected result type for {what}") };
-    for batch in stmt.query_arrow([company]).map_err(|e| not_built(function, e))? {
+    let params = duckdb::params_from_iter(query.parameters(company));
+    for batch in stmt.query_arrow(params).map_err(|e| not_built(function, e))? {
         let days = batch.column(0).as_any().downcast_ref::<Date32Array>().ok_or_else(|| unexpected("order_day"))?;
         let revenue =
             batch.column(1).as_any().downcast_ref::<Decimal128Array>().ok_or_else(|| unexpected("revenue"))?;
@@ -690,20 +700,22 @@ fn per_company(conn: &Connection, function: &'static str, sql: &str, company: &s
     Ok(out)
 }
 
-pub fn dashboard(conn: &Connection, company: &str) -> Result<DayRevenue> {
-    per_company(conn, "serving_dashboard", &schema::dashboard_sql(), company)
+pub fn dashboard(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue> {
+    per_company(conn, "serving_dashboard", &query.dashboard_sql(), company, query)
 }
 
-pub fn olap(conn: &Connection, company: &str) -> Result<DayRevenue> {
-    per_company(conn, "serving_olap", &schema::olap_sql(), company)
+pub fn olap(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue> {
+    per_company(conn, "serving_olap", &query.olap_sql(), company, query)
 }
 
-/// The physical plan of exactly the dashboard statement, with `company` bound.
-pub fn explain(conn: &Connection, company: &str) -> Result<Vec<(String, String)>> {
-    let sql = format!("EXPLAIN {}", schema::dashboard_sql());
+/// The physical plan of exactly the dashboard statement of `query`'s shape, with its values bound.
+pub fn explain(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<Vec<(String, String)>> {
+    let sql = format!("EXPLAIN {}", query.dashboard_sql());
     let mut stmt = conn.prepare(&sql).map_err(|e| not_built("serving_explain", e))?;
     let rows = stmt
-        .query_map([company], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+        .query_map(duckdb::params_from_iter(query.parameters(company)), |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
         .map_err(|e| not_built("serving_explain", e))?;
     rows.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| not_built("serving_explain", e))
 }

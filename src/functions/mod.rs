@@ -1,6 +1,7 @@
 //! Thin FFI layer: one file per SQL function, each saying what it computes; the DuckDB callback
 //! glue is written once (`table`, `scalar`). `register_all` is all the entrypoint calls.
 
+mod dashboard_args;
 mod handoff;
 mod host;
 mod lake_batches;

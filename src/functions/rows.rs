@@ -11,6 +11,7 @@ use duckdb::Connection;
 
 #[cfg(duckdb14)]
 use super::host::ValueExt;
+use crate::dashboard::DashboardQuery;
 use crate::error::{Error, Result};
 use crate::lake::Access;
 use crate::session::{Lease, Role, SharedSession};
@@ -90,6 +91,8 @@ pub struct Call {
     pub access: Access,
     /// Named parameters in the order the function declares them (DuckDB's text form).
     pub named: Vec<Option<String>>,
+    /// For the dashboard functions: their checked named parameters (`dashboard_args`).
+    pub dashboard: DashboardQuery,
 }
 
 /// Reads the single VARCHAR parameter `name` of `function` (refusing NULL) and the caller's
@@ -114,7 +117,29 @@ pub fn bind_call(bind: &BindInfo, function: &'static str, name: Option<&'static 
         search_path: super::host::search_path(bind),
         access: Access { sandbox: super::host::sandbox(bind), options: Default::default() },
         named: Vec::new(),
+        dashboard: DashboardQuery::default(),
     })
+}
+
+/// The `duckdb_value` a borrowed `Value` wraps, for the C API's typed getters (duckdb-rs 1.4
+/// has none, and none for dates at all).
+fn raw_value(v: &Value) -> duckdb::ffi::duckdb_value {
+    const _: () = assert!(size_of::<Value>() == size_of::<duckdb::ffi::duckdb_value>());
+    // SAFETY: `Value` is a wrapper around exactly one `duckdb_value` pointer (asserted above);
+    // the pointer is copied, not taken: `v` still owns and frees it.
+    unsafe { *(v as *const Value as *const duckdb::ffi::duckdb_value) }
+}
+
+/// A non-NULL integer argument (DuckDB has already cast it to the declared integer type).
+pub fn int_arg(v: &Value) -> i64 {
+    // SAFETY: `raw_value` is a live value for as long as `v` is borrowed.
+    unsafe { duckdb::ffi::duckdb_get_int64(raw_value(v)) }
+}
+
+/// A non-NULL DATE argument as days since 1970-01-01.
+pub fn date_arg(v: &Value) -> i32 {
+    // SAFETY: as in `int_arg`.
+    unsafe { duckdb::ffi::duckdb_get_date(raw_value(v)).days }
 }
 
 /// The text of a VARCHAR argument. DuckDB's C API hands strings over NUL-terminated, so a NUL

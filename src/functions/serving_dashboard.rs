@@ -1,9 +1,12 @@
-//! `serving_dashboard(company VARCHAR)`: (order_day, revenue) for one company, revenue DESC then
-//! day. Reads only mart_daily, through a cached prepared statement with the company bound.
+//! `serving_dashboard(company VARCHAR [, top := INTEGER] [, from_day := DATE] [, to_day := DATE]
+//! [, grain := VARCHAR])`: (order_day, revenue) for one company, revenue DESC then period, the
+//! window and grain applied and the top N kept by the statement itself. Reads only mart_daily,
+//! through a prepared statement cached per query shape, with the company and dates bound.
 
 use duckdb::Connection;
 
 use super::table::CompanyFunction;
+use crate::dashboard::DashboardQuery;
 use crate::error::Result;
 use crate::serving::{self, DayRevenue};
 
@@ -11,7 +14,7 @@ pub struct ServingDashboard;
 
 impl CompanyFunction for ServingDashboard {
     const NAME: &'static str = "serving_dashboard";
-    fn query(conn: &Connection, company: &str) -> Result<DayRevenue> {
-        serving::dashboard(conn, company)
+    fn query(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue> {
+        serving::dashboard(conn, company, query)
     }
 }

@@ -1,5 +1,6 @@
-//! `serving_explain(company VARCHAR)`: EXPLAIN of exactly the statement serving_dashboard runs.
-//! A table function is an opaque node in an outer EXPLAIN, so this is how its plan is shown.
+//! `serving_explain(company VARCHAR [, top, from_day, to_day, grain])`: EXPLAIN of exactly the
+//! statement serving_dashboard runs for those parameters. A table function is an opaque node in
+//! an outer EXPLAIN, so this is how its plan is shown.
 
 use duckdb::core::LogicalTypeId;
 
@@ -17,9 +18,10 @@ impl RowsFunction for ServingExplain {
     const COLUMNS: &'static [(&'static str, LogicalTypeId)] =
         &[("explain_key", LogicalTypeId::Varchar), ("explain_value", LogicalTypeId::Varchar)];
     const ROLE: Role = Role::Reader;
+    const DASHBOARD: bool = true;
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
-        let plan = serving::explain(ctx.conn, &ctx.call.arg)?;
+        let plan = serving::explain(ctx.conn, &ctx.call.arg, &ctx.call.dashboard)?;
         Ok(plan.into_iter().map(|(k, v)| vec![Cell::Text(k), Cell::Text(v)]).collect())
     }
 }

@@ -1,6 +1,6 @@
 //! The one VTab adapter our table functions share. Each SQL function only says its name, its
-//! optional VARCHAR parameter, its columns and how to compute its rows on the extension's
-//! connection; bind (no side effects: it also runs under EXPLAIN/PREPARE), init (does the
+//! optional VARCHAR parameter, its named parameters, its columns and how to compute its rows on
+//! the extension's connection; bind (no side effects: it also runs under EXPLAIN/PREPARE), init (does the
 //! work) and func (streams the rows out) are written once here.
 
 use std::marker::PhantomData;
@@ -11,8 +11,9 @@ use duckdb::Connection;
 
 #[cfg(duckdb14)]
 use super::host::ValueExt;
-use super::lake_batches;
 use super::rows::{self, Call, Cell, Ctx, DayRevenueRows, Rows};
+use super::{dashboard_args, lake_batches};
+use crate::dashboard::DashboardQuery;
 use crate::error::Result;
 use crate::serving::DayRevenue;
 use crate::session::Role;
@@ -29,13 +30,17 @@ pub trait RowsFunction {
     const NAMED: &'static [(&'static str, LogicalTypeId)] = &[];
     /// Whether the function reads Paimon tables and so takes `options := MAP {...}`.
     const LAKE_OPTIONS: bool = false;
+    /// Whether the function asks the dashboard's question and so takes its named parameters
+    /// (`top`, `from_day`, `to_day`, `grain`: `dashboard_args`), checked into `Call::dashboard`.
+    const DASHBOARD: bool = false;
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>>;
 }
 
 /// A per-company (order_day, revenue) function, emitted column-wise (the dashboard hot path).
+/// It takes the dashboard's named parameters.
 pub trait CompanyFunction {
     const NAME: &'static str;
-    fn query(conn: &Connection, company: &str) -> Result<DayRevenue>;
+    fn query(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue>;
 }
 
 pub struct Table<F>(PhantomData<F>);
@@ -59,6 +64,9 @@ impl<F: RowsFunction> VTab for Table<F> {
                 .collect();
             if F::LAKE_OPTIONS {
                 call.access.options = lake_batches::options_param(bind, F::NAME)?;
+            }
+            if F::DASHBOARD {
+                call.dashboard = dashboard_args::bind(bind, F::NAME)?;
             }
             Ok(call)
         })
@@ -95,6 +103,9 @@ impl<F: RowsFunction> VTab for Table<F> {
         if F::LAKE_OPTIONS {
             named.push((lake_batches::OPTIONS.to_string(), lake_batches::options_type()));
         }
+        if F::DASHBOARD {
+            named.extend(dashboard_args::declare());
+        }
         Some(named)
     }
 }
@@ -106,13 +117,17 @@ impl<F: CompanyFunction> VTab for PerCompany<F> {
     fn bind(bind: &BindInfo) -> std::result::Result<Call, Box<dyn std::error::Error>> {
         super::guarded(|| {
             rows::declare(bind, &rows::DAY_REVENUE);
-            Ok(rows::bind_call(bind, F::NAME, Some("company"))?)
+            let mut call = rows::bind_call(bind, F::NAME, Some("company"))?;
+            call.dashboard = dashboard_args::bind(bind, F::NAME)?;
+            Ok(call)
         })
     }
 
     fn init(init: &InitInfo) -> std::result::Result<DayRevenueRows, Box<dyn std::error::Error>> {
         super::guarded(|| {
-            Ok(DayRevenueRows::new(rows::run(init, Role::Reader, F::NAME, |ctx| F::query(ctx.conn, &ctx.call.arg))?))
+            Ok(DayRevenueRows::new(rows::run(init, Role::Reader, F::NAME, |ctx| {
+                F::query(ctx.conn, &ctx.call.arg, &ctx.call.dashboard)
+            })?))
         })
     }
 
@@ -128,5 +143,9 @@ impl<F: CompanyFunction> VTab for PerCompany<F> {
 
     fn parameters() -> Option<Vec<LogicalTypeHandle>> {
         varchar_param(Some("company"))
+    }
+
+    fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
+        Some(dashboard_args::declare())
     }
 }
