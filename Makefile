@@ -1,5 +1,6 @@
 # streamhouse — the two commands a fresh machine needs: `make demo` and `make test`.
 # Cargo's target dir lives outside the clone so repeat builds on one machine are fast.
+SHELL := /bin/bash
 CARGO_TARGET_DIR ?= $(HOME)/.cache/streamhouse-target
 export CARGO_TARGET_DIR
 EXT := streamhouse.duckdb_extension
@@ -20,7 +21,7 @@ PY := $(VENV)/bin/python
 # Node lifecycle tests: @duckdb/node-api at the exact version in test/node/package-lock.json.
 NODE_STAMP := test/node/node_modules/.installed
 
-.PHONY: all release release-1.4 debug venv node-deps test unit sqllogictest pytest demo bench clean fuzz wheel lint
+.PHONY: all release release-1.4 debug venv node-deps test unit sqllogictest pytest demo bench bench-strict clean fuzz wheel lint
 all: release
 
 release:
@@ -110,11 +111,18 @@ lint: venv
 demo: release venv
 	$(PY) scripts/demo.py build/release/$(EXT)
 
+# Every benchmark's output also goes to build/bench.log; bench/summary.py then lists each missed
+# target. `make bench` reports misses and exits 0; `make bench-strict` exits 1 on any miss.
 bench: release venv
-	$(PY) bench/bench.py build/release/$(EXT)
-	$(PY) bench/bench_lake.py build/release/$(EXT)
-	$(PY) bench/bench_live.py build/release/$(EXT)
-	$(PY) bench/bench_scale.py build/release/$(EXT)
+	@mkdir -p build
+	set -o pipefail; { $(PY) bench/bench.py build/release/$(EXT) && \
+	  $(PY) bench/bench_lake.py build/release/$(EXT) && \
+	  $(PY) bench/bench_live.py build/release/$(EXT) && \
+	  $(PY) bench/bench_scale.py build/release/$(EXT); } 2>&1 | tee build/bench.log
+	$(PY) bench/summary.py build/bench.log
+
+bench-strict: bench
+	$(PY) bench/summary.py build/bench.log --strict
 
 # The hostile-argument fuzz test with many more random cases than `make test` runs (FUZZ_SEED=1
 # there), from a time-based seed it prints; FUZZ_SEED=<n> make fuzz replays a run.

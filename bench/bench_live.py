@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Live-serving benchmarks (part of make bench): the serving layer answering dashboards while it
-is being rebuilt, refreshed and fed from a Paimon table, against native DuckDB baselines measured
-in the same run. Medians over repetitions; every figure is printed beside its target.
+is being rebuilt, refreshed and fed from a Paimon table. Targets 1 and 2 are ratios against native
+DuckDB baselines measured in the same run; targets 3 (freshness, dashboard p99) are absolute bounds
+and 4 (refresh steadiness) is relative to streamhouse's own steady state: neither has a native
+baseline. Medians over repetitions; every figure is printed beside its target.
 
   1 rebuild latency  serving_dashboard on a reader connection (its own cursor, another thread,
                      rotating companies, back to back) while a writer runs serving_build of 3M

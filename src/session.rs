@@ -180,7 +180,12 @@ fn lock(slot: &Slot) -> MutexGuard<'_, Option<Held>> {
     slot.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Prepared statements each connection keeps: one per dashboard/OLAP parameter shape and the
+/// refresh and status statements, so that none is prepared again while a dashboard is served.
+const STATEMENT_CACHE: usize = 128;
+
 fn held(conn: Connection) -> Mutex<Option<Held>> {
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Mutex::new(Some(Held { conn, search_path: None }))
 }
 

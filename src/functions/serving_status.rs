@@ -77,6 +77,11 @@ impl RowsFunction for ServingStatus {
             .map(|src| follow::lag(src, s.lake_snapshot, &ctx.session.lake_access(&ctx.call.access, src)))
             .unwrap_or_default();
         let ts = |v: Option<i64>| v.map_or(Cell::Null, Cell::Timestamp);
+        let state = match (&following, progress.failing) {
+            (Some(_), true) => "failing",
+            (Some(_), false) => "following",
+            (None, _) => "built",
+        };
         Ok(vec![vec![
             ts(s.built_at),
             s.source.into(),
@@ -96,14 +101,7 @@ impl RowsFunction for ServingStatus {
             lag.millis.into(),
             progress.last_error.into(),
             ts(progress.last_error_at),
-            Cell::Text(
-                match (&following, progress.failing) {
-                    (Some(_), true) => "failing",
-                    (Some(_), false) => "following",
-                    (None, _) => "built",
-                }
-                .into(),
-            ),
+            Cell::Text(state.into()),
         ]])
     }
 }

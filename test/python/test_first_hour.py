@@ -310,3 +310,129 @@ def wait_released(db, seconds=5.0):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
+
+
+# -- 10/11/12. errors say what to do, start with the function, and nothing meant is ignored -----
+
+
+@pytest.mark.parametrize(
+    "column_sql, want",
+    [
+        ("CAST(revenue AS DECIMAL(10,2)) AS revenue", "CAST(round(amount * 100) AS BIGINT) AS revenue"),
+        ("CAST(revenue AS DOUBLE) AS revenue", "CAST(round(amount * 100) AS BIGINT) AS revenue"),
+    ],
+)
+def test_a_decimal_revenue_says_how_to_get_there(con, column_sql, want):
+    make_orders(con)
+    con.execute(f"CREATE TABLE dec_orders AS SELECT order_id, company, order_day, {column_sql} FROM orders")
+    with pytest.raises(duckdb.Error) as e:
+        build(con, "dec_orders")
+    assert str(e.value).startswith("Invalid Input Error: serving_build: column 'revenue'"), str(e.value)
+    assert want in str(e.value)
+
+
+def test_a_timestamp_order_day_says_how_to_get_there(con):
+    make_orders(con)
+    con.execute(
+        "CREATE TABLE ts_orders AS SELECT order_id, company, CAST(order_day AS TIMESTAMP) AS order_day, "
+        "revenue FROM orders"
+    )
+    with pytest.raises(duckdb.Error, match=r"serving_build: column 'order_day' .*CAST\(ts AS DATE\) AS order_day"):
+        build(con, "ts_orders")
+
+
+def test_errors_start_with_the_function_and_a_file_gets_no_temp_note(con, tmp_path):
+    make_orders(con)
+    build(con, "orders")
+    for sql, function in [
+        ("SELECT * FROM serving_build('no_such_table')", "serving_build"),
+        ("SELECT * FROM serving_refresh('no_such_table')", "serving_refresh"),
+    ]:
+        with pytest.raises(duckdb.Error) as e:
+            con.execute(sql).fetchall()
+        assert f"{function}: source 'no_such_table' does not exist" in str(e.value), str(e.value)
+        assert "TEMP tables" in str(e.value)
+    missing = str(tmp_path / "missing.parquet")
+    with pytest.raises(duckdb.Error) as e:
+        build(con, missing)
+    assert "serving_build: source" in str(e.value) and "TEMP" not in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize(
+    "make, said",
+    [
+        (lambda p: None, "no such file or directory"),
+        (lambda p: p.mkdir(), "it is a directory but not a Paimon table (it has no schema/ subdirectory)"),
+    ],
+)
+def test_a_path_without_an_extension_says_what_is_there(con, tmp_path, make, said):
+    path = tmp_path / "does" / "not" / "exist"
+    path.parent.mkdir(parents=True)
+    make(path)
+    with pytest.raises(duckdb.Error) as e:
+        build(con, str(path))
+    msg = str(e.value)
+    assert f"serving_build: source '{path}' is not usable: {said}" in msg, msg
+    assert "file extension" not in msg and "paimon:<dir>" in msg
+
+
+def test_options_for_a_table_source_are_refused(con):
+    make_orders(con)
+    for sql in (
+        "SELECT * FROM serving_build('orders', options := MAP {'s3.region': 'eu-west-1'})",
+        "SELECT * FROM serving_refresh('orders', options := MAP {'s3.region': 'eu-west-1'})",
+    ):
+        with pytest.raises(duckdb.Error, match=r"options := MAP \{\.\.\.\} applies only to a Paimon table source"):
+            con.execute(sql).fetchall()
+
+
+@pytest.mark.parametrize("key", ["s3.acess-key", "bogus", "s3.endpoint.url"])
+def test_an_unknown_option_key_is_refused_naming_it(con, tmp_path, key):
+    with pytest.raises(duckdb.Error) as e:
+        con.execute(f"SELECT * FROM paimon_scan('{tmp_path}', options := MAP {{'{key}': 'x'}})").fetchall()
+    msg = str(e.value)
+    assert "paimon_scan: parameter 'options'" in msg and f"unknown option key '{key}'" in msg, msg
+    assert "s3.access-key" in msg and "'x'" not in msg
+
+
+# -- 13. a monitor can trust serving_status -----------------------------------------------------
+
+
+def test_status_before_the_first_build_is_a_row_that_says_so(con):
+    st = status(con)
+    assert st["state"] == "not built" and st["source"] is None and st["refreshes"] == 0, st
+
+
+def test_a_reconcile_outcome_goes_stale_when_the_layer_moves(con):
+    make_orders(con)
+    build(con, "orders")
+    con.execute("SELECT * FROM serving_reconcile()").fetchall()
+    assert status(con)["last_reconcile_clean"] is True
+    con.execute(
+        "CREATE TABLE ch AS SELECT 9::BIGINT AS order_id, 'acme' AS company, DATE '2026-11-05' AS order_day, "
+        "1::BIGINT AS revenue"
+    )
+    got = refresh_row(con, "SELECT * FROM serving_refresh('ch')")
+    st = status(con)
+    assert st["last_reconcile_clean"] is None and st["last_reconcile_at"] is not None, st
+    assert got["elapsed_ms"] == round(got["elapsed_ms"], 3)
+
+
+def test_unfollow_with_nothing_followed_gives_no_row(con):
+    make_orders(con)
+    build(con, "orders")
+    assert con.execute("SELECT * FROM serving_unfollow()").fetchall() == []
+
+
+# -- 14. the serving layers of a database can be listed -----------------------------------------
+
+
+def test_serving_layers_lists_every_layer(con):
+    make_orders(con)
+    build(con, "orders")
+    con.execute("CREATE SCHEMA staging")
+    con.execute("USE staging")
+    build(con, "main.orders")
+    con.execute("USE main")
+    got = con.execute("SELECT catalog, schema, source, refreshes, fct_rows FROM serving_layers()").fetchall()
+    assert got == [("memory", "main", "orders", 0, len(ORDERS)), ("memory", "staging", "main.orders", 0, len(ORDERS))]

@@ -503,3 +503,9 @@ def test_cli_e_interrupt_during_build_then_exit(cli, ext_path, dataset, tmp_path
     )
     assert results[1] == [{"n": len(rows), "s": str(sum(r for *_, r in rows))}]
     assert cli_mart(results[2]) == mart_oracle(cells)
+    # Proof that the SIGINT (50 ms after 'started', the statement before the build) landed while
+    # serving_build('big') ran: the same build, uninterrupted, takes far longer than that.
+    (timed,) = run_cli(cli, f"LOAD {sql_literal(ext_path)};\nSELECT elapsed_ms FROM serving_build('big');\n", db)
+    assert timed[0]["elapsed_ms"] > 200, (
+        f"serving_build('big') took {timed[0]['elapsed_ms']} ms: the interrupt test proved nothing"
+    )

@@ -366,7 +366,9 @@ def test_readers_never_wait_for_writers_and_see_a_or_b(ab_data):
     # A dashboard that waited for a build would take about as long as the build.
     median_build = build_durations[len(build_durations) // 2]
     assert dash_lat[len(dash_lat) // 2] < median_build / 5, stats
-    assert dash_lat[-1] < max(build_durations), stats
+    # and not just the typical one: nine in ten stay well under a build (one sample, the max,
+    # is at the mercy of the machine's noise)
+    assert dash_lat[len(dash_lat) * 9 // 10] < median_build / 2, stats
 
     # Quiet again: the last writer op decides what is served.
     last_state = STATE_OF[WRITER_OPS[-1].split()[1]]
