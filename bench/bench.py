@@ -39,12 +39,12 @@ def median_time(fn, runs):
     return statistics.median(times)
 
 
-def make_source(con, rows):
+def make_source(con, rows, companies=COMPANIES, days=DAYS, first_day="2024-01-01"):
     con.execute(f"""
         CREATE OR REPLACE TABLE src AS
         SELECT i AS order_id,
-               'company_' || (hash(i) % {COMPANIES}) AS company,
-               DATE '2024-01-01' + CAST(hash(i * 31) % {DAYS} AS INTEGER) AS order_day,
+               'company_' || (hash(i) % {companies}) AS company,
+               DATE '{first_day}' + CAST(hash(i * 31) % {days} AS INTEGER) AS order_day,
                CAST(hash(i * 17) % 100000 AS BIGINT) - 5000 AS revenue
         FROM range({rows}) t(i)""")
 
@@ -132,13 +132,7 @@ WRAPPED_WINDOWED = (
 
 
 def bench_dashboard_window(con, runs):
-    con.execute(f"""
-        CREATE OR REPLACE TABLE src AS
-        SELECT i AS order_id,
-               'company_' || (hash(i) % {WINDOW_COMPANIES}) AS company,
-               DATE '{WINDOW_FROM}' + CAST(hash(i * 31) % {WINDOW_DAYS} AS INTEGER) AS order_day,
-               CAST(hash(i * 17) % 100000 AS BIGINT) - 5000 AS revenue
-        FROM range({WINDOW_ORDERS}) t(i)""")
+    make_source(con, WINDOW_ORDERS, WINDOW_COMPANIES, WINDOW_DAYS, WINDOW_FROM)
     con.execute("SELECT * FROM serving_build('src')").fetchall()
     companies, days = con.execute(
         "SELECT count(DISTINCT company), count(DISTINCT order_day) FROM mart_daily"

@@ -173,44 +173,34 @@ pub fn without_userinfo(path: &str) -> String {
     }
 }
 
-/// Every `scheme://user:password@host` in a message (e.g. an endpoint quoted back by the storage
-/// layer) with its user info replaced.
-fn without_any_userinfo(text: &str) -> String {
+/// Every URL in a message with its credentials replaced: the user info of
+/// `scheme://user:password@host`, and the query string (an endpoint such as
+/// `https://host/?token=...` carries one there). A storage error may quote either back.
+fn without_url_credentials(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(i) = rest.find("://") {
         out.push_str(&rest[..i + 3]);
         rest = &rest[i + 3..];
-        let authority_end = rest.find(|c: char| c == '/' || c.is_whitespace()).unwrap_or(rest.len());
-        if let Some(at) = rest[..authority_end].rfind('@') {
-            out.push_str("***@");
-            rest = &rest[at + 1..];
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// Every URL's query string in a message replaced: an endpoint such as `https://host/?token=...`
-/// carries a credential there, and a storage error may quote it back.
-fn without_query_strings(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find("://") {
-        out.push_str(&rest[..i + 3]);
-        rest = &rest[i + 3..];
-        let end = rest.find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ')' | '>' | ',')).unwrap_or(rest.len());
-        match rest[..end].find('?') {
+        let end =
+            rest.find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ')' | '>' | ',')).unwrap_or(rest.len());
+        let url = &rest[..end];
+        let authority_end = url.find('/').unwrap_or(url.len());
+        let url = match url[..authority_end].rfind('@') {
+            Some(at) => {
+                out.push_str("***@");
+                &url[at + 1..]
+            }
+            None => url,
+        };
+        match url.find('?') {
             Some(q) => {
-                out.push_str(&rest[..q]);
+                out.push_str(&url[..q]);
                 out.push_str("?***");
-                rest = &rest[end..];
             }
-            None => {
-                out.push_str(&rest[..end]);
-                rest = &rest[end..];
-            }
+            None => out.push_str(url),
         }
+        rest = &rest[end..];
     }
     out.push_str(rest);
     out
@@ -236,8 +226,8 @@ impl Place {
         for secret in self.secrets.iter() {
             problem = problem.replace(secret.as_str(), "***");
         }
-        let problem = without_query_strings(&without_any_userinfo(&problem));
-        Error::Lake { function: self.function, path: without_query_strings(&without_userinfo(&self.path)), problem }
+        let problem = without_url_credentials(&problem);
+        Error::Lake { function: self.function, path: without_url_credentials(&without_userinfo(&self.path)), problem }
     }
 
     /// Runs one metadata future to completion on a fresh current-thread runtime.
@@ -258,23 +248,22 @@ impl Place {
         let full = e.to_string();
         // Object-storage errors carry a backtrace of our reader's stack: noise to a SQL user.
         let text = full.split("\nBacktrace:").next().unwrap_or(&full).trim_end();
-        // The storage layer's first line says what failed; the lines after it are its context
-        // (request ids, retries, the URL): kept out of what a SQL user reads.
-        let first = text.lines().next().unwrap_or_default();
+        // What the storage layer says of a known failure (its request ids, retries and URLs are
+        // context a SQL user cannot act on) is replaced by what to check.
         let text = if text.contains("NoSuchBucket") {
-            format!("the bucket does not exist ({first})")
-        } else if text.contains("tcp connect error") || text.contains("dns error") || text.contains("ConnectionRefused") {
-            format!("cannot reach the object-storage endpoint (is s3.endpoint / AWS_ENDPOINT_URL right?): {first}")
+            "the bucket does not exist".to_string()
+        } else if text.contains("tcp connect error") || text.contains("dns error") || text.contains("ConnectionRefused")
+        {
+            "cannot reach the object-storage endpoint (is s3.endpoint / AWS_ENDPOINT_URL right?)".to_string()
         } else if text.contains("detect_region") || text.contains("region is missing") {
             "the S3 region is not set: give options := MAP {'s3.region': '<region>'} or set AWS_REGION".to_string()
         } else if ["SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "PermissionDenied", " 403"]
             .iter()
             .any(|w| text.contains(w))
         {
-            format!(
-                "access denied: check s3.access-key and s3.secret-key (or AWS_ACCESS_KEY_ID and \
-                 AWS_SECRET_ACCESS_KEY) and the permissions they grant ({first})"
-            )
+            "access denied: check s3.access-key and s3.secret-key (or AWS_ACCESS_KEY_ID and \
+             AWS_SECRET_ACCESS_KEY) and the permissions they grant"
+                .to_string()
         } else {
             text.to_string()
         };
@@ -889,14 +878,14 @@ mod tests {
     fn userinfo_never_shown() {
         assert_eq!(without_userinfo("s3://key:secret@bucket/t"), "s3://***@bucket/t");
         assert_eq!(
-            without_query_strings("endpoint \"https://h:9/?token=abc&x=1\" failed; see http://a/b"),
+            without_url_credentials("endpoint \"https://h:9/?token=abc&x=1\" failed; see http://a/b"),
             "endpoint \"https://h:9/?***\" failed; see http://a/b"
         );
         assert_eq!(
-            without_any_userinfo("url: http://u:p4ss@127.0.0.1:9000/b?x=1 and s3://b/t"),
-            "url: http://***@127.0.0.1:9000/b?x=1 and s3://b/t"
+            without_url_credentials("url: http://u:p4ss@127.0.0.1:9000/b?x=1 and s3://b/t"),
+            "url: http://***@127.0.0.1:9000/b?*** and s3://b/t"
         );
-        assert_eq!(without_any_userinfo("no urls, a@b"), "no urls, a@b");
+        assert_eq!(without_url_credentials("no urls, a@b"), "no urls, a@b");
     }
 
     #[test]

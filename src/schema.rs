@@ -336,7 +336,6 @@ mod tests {
                 ("revenue", "DECIMAL(18,0)"),
                 ("x", "DOUBLE"),
             ]),
-            false,
         )
         .unwrap();
         assert_eq!(c.order_id, "ORDER_ID");
@@ -351,14 +350,12 @@ mod tests {
         let e = match_columns(
             "s",
             &cols(&[("order_id", "BIGINT"), ("company", "VARCHAR"), ("order_day", "DATE"), ("revenue", "DOUBLE")]),
-            false,
         )
         .unwrap_err();
         assert!(e.to_string().contains("'revenue'") && e.to_string().contains("DOUBLE"), "{e}");
         let e = match_columns(
             "s",
             &cols(&[("order_id", "VARCHAR"), ("company", "VARCHAR"), ("order_day", "DATE"), ("revenue", "BIGINT")]),
-            false,
         )
         .unwrap_err();
         assert!(e.to_string().contains("'order_id'"), "{e}");

@@ -187,7 +187,9 @@ pub fn run<R>(init: &InitInfo, role: Role, name: &str, f: impl FnOnce(&Ctx) -> R
     // SAFETY: every table function is registered with a `SharedSession` as extra info
     // (functions::register_all), which DuckDB keeps alive as long as the function exists.
     let session: SharedSession = unsafe { (*init.get_extra_info::<SharedSession>()).clone() };
-    session.with(role, name, &call.search_path, |conn| f(&Ctx { conn, call, session: &session })).map_err(|e| e.in_function(name))
+    session
+        .with(role, name, &call.search_path, |conn| f(&Ctx { conn, call, session: &session }))
+        .map_err(|e| e.in_function(name))
 }
 
 /// Runs a writer function's work with its COMMIT deferred to the first `func` call (see

@@ -659,7 +659,9 @@ def test_errors_say_what_is_wrong(s3, orders, case):
         q(connect(), "SELECT * FROM paimon_scan({args})", s3.path(table, bucket), make_options(s3))
     said = str(e.value)
     assert SAYS[case] in said.lower(), f"{case}: {said}"
-    assert "Backtrace" not in said and "\n" not in said.strip(), f"{case}: raw context in the message: {said}"
+    ours = said.split("\n\nLINE ")[0]  # DuckDB appends the statement's position to a bind error
+    raw = ("Backtrace", "request_id", "S3Error", "\n", "=>")
+    assert not any(r in ours for r in raw), f"{case}: raw storage context in the message: {ours}"
 
 
 def test_a_token_in_the_endpoint_query_string_is_not_echoed(s3, accounts):
