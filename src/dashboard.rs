@@ -124,7 +124,9 @@ impl DashboardQuery {
         for (present, op) in [(self.from_day.is_some(), ">="), (self.to_day.is_some(), "<=")] {
             if present {
                 n += 1;
-                filter.push_str(&format!(" AND order_day {op} ${n}"));
+                // Bound as 'YYYY-MM-DD' text: duckdb-rs 1.4 cannot bind a DATE value, and the
+                // cast of a bound constant folds to a DATE literal the scan prunes with.
+                filter.push_str(&format!(" AND order_day {op} CAST(${n} AS DATE)"));
             }
         }
         let limit = self.top.map_or(String::new(), |_| format!(" LIMIT ${}", n + 1));
@@ -155,11 +157,26 @@ impl DashboardQuery {
     /// The values bound to the statement of this shape, in its parameter order.
     pub fn parameters(&self, company: &str) -> Vec<Value> {
         let mut values = vec![Value::Text(company.to_string())];
-        values.extend(self.from_day.map(Value::Date32));
-        values.extend(self.to_day.map(Value::Date32));
+        values.extend(self.from_day.map(|d| Value::Text(iso_date(d))));
+        values.extend(self.to_day.map(|d| Value::Text(iso_date(d))));
         values.extend(self.top.map(Value::BigInt));
         values
     }
+}
+
+/// `YYYY-MM-DD` of a day counted from 1970-01-01 (proleptic Gregorian, the civil-from-days
+/// algorithm: eras of 400 years, March-based years so that leap days fall at a year's end).
+pub fn iso_date(days: i32) -> String {
+    let z = i64::from(days) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
 }
 
 #[cfg(test)]
@@ -196,26 +213,50 @@ mod tests {
         assert_eq!(
             sql,
             "SELECT CAST(date_trunc('month', order_day) AS DATE) AS order_day, CAST(SUM(revenue) AS HUGEINT) AS \
-             revenue FROM mart_daily WHERE company = $1 AND order_day >= $2 AND order_day <= $3 \
+             revenue FROM mart_daily WHERE company = $1 AND order_day >= CAST($2 AS DATE) AND order_day <= CAST($3 AS DATE) \
              GROUP BY CAST(date_trunc('month', order_day) AS DATE) ORDER BY revenue DESC, order_day ASC LIMIT $4"
         );
         assert_eq!(
             q.parameters("o'x"),
-            vec![Value::Text("o'x".into()), Value::Date32(5), Value::Date32(9), Value::BigInt(10)]
+            vec![
+                Value::Text("o'x".into()),
+                Value::Text("1970-01-06".into()),
+                Value::Text("1970-01-10".into()),
+                Value::BigInt(10)
+            ]
         );
         assert_eq!(q.olap_sql(), sql.replace("mart_daily", "fct_orders"));
 
         let to_only = DashboardQuery { to_day: Some(3), top: Some(2), ..Default::default() };
         assert_eq!(
             to_only.dashboard_sql(),
-            "SELECT order_day, revenue FROM mart_daily WHERE company = $1 AND order_day <= $2 \
+            "SELECT order_day, revenue FROM mart_daily WHERE company = $1 AND order_day <= CAST($2 AS DATE) \
              ORDER BY revenue DESC, order_day ASC LIMIT $3"
         );
-        assert_eq!(to_only.parameters("a"), vec![Value::Text("a".into()), Value::Date32(3), Value::BigInt(2)]);
+        assert_eq!(
+            to_only.parameters("a"),
+            vec![Value::Text("a".into()), Value::Text("1970-01-04".into()), Value::BigInt(2)]
+        );
         let from_only = DashboardQuery { from_day: Some(3), ..Default::default() };
         assert!(from_only
             .dashboard_sql()
-            .ends_with("WHERE company = $1 AND order_day >= $2 ORDER BY revenue DESC, order_day ASC"));
+            .ends_with("WHERE company = $1 AND order_day >= CAST($2 AS DATE) ORDER BY revenue DESC, order_day ASC"));
+    }
+
+    #[test]
+    fn iso_dates_of_day_numbers() {
+        for (days, want) in [
+            (0, "1970-01-01"),
+            (-1, "1969-12-31"),
+            (59, "1970-03-01"),
+            (11_016, "2000-02-29"),
+            (19_723, "2024-01-01"),
+            (19_782, "2024-02-29"),
+            (-719_162, "0001-01-01"),
+            (2_932_896, "9999-12-31"),
+        ] {
+            assert_eq!(iso_date(days), want, "{days}");
+        }
     }
 
     #[test]

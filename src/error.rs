@@ -137,7 +137,10 @@ impl std::error::Error for Error {}
 /// Whether a source string is a path or URL rather than a table name.
 fn names_a_file(source: &str) -> bool {
     let lower = source.trim().to_ascii_lowercase();
-    lower.contains(['/', '\\', '*']) || [".parquet", ".csv", ".tsv", ".json", ".gz"].iter().any(|e| lower.ends_with(e))
+    lower.contains(['/', '\\', '*'])
+        || [".parquet", ".parq", ".csv", ".tsv", ".json", ".jsonl", ".ndjson", ".gz", ".zst"]
+            .iter()
+            .any(|e| lower.ends_with(e))
 }
 
 /// DuckDB's Rust binding appends "Error code 1: Unknown error code"-style noise; keep only the message.

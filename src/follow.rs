@@ -163,6 +163,9 @@ pub fn start(
                         failures = 0;
                         p.failing = false;
                         if applied.is_some() {
+                            if let Some(session) = weak.upgrade() {
+                                session.wrote_in_background();
+                            }
                             p.last_applied = applied;
                             p.applies += 1;
                         }
@@ -232,9 +235,16 @@ pub fn followed_elsewhere(session: &Session, source: &str, sandbox: &Sandbox) ->
     (!same).then(|| followed.source.clone())
 }
 
-/// Stops the running follower, if any (waits for an apply in progress; never from its thread).
-pub fn stop(session: &Session) {
-    let old = session.follower.lock().unwrap_or_else(|p| p.into_inner()).take();
+/// Stops the running follower if it still follows `source` (one started since is left alone);
+/// waits for an apply in progress, so never call it from the follower's own thread.
+pub fn stop(session: &Session, source: &str) {
+    let old = {
+        let mut guard = session.follower.lock().unwrap_or_else(|p| p.into_inner());
+        match guard.as_ref() {
+            Some(f) if f.source == source => guard.take(),
+            _ => None,
+        }
+    };
     if let Some(old) = old {
         old.stop();
     }

@@ -182,17 +182,15 @@ fn without_url_credentials(text: &str) -> String {
     while let Some(i) = rest.find("://") {
         out.push_str(&rest[..i + 3]);
         rest = &rest[i + 3..];
+        // User info may hold any character but '/' and whitespace: it ends with the authority.
+        let authority_end = rest.find(|c: char| c == '/' || c.is_whitespace()).unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@') {
+            out.push_str("***@");
+            rest = &rest[at + 1..];
+        }
         let end =
             rest.find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ')' | '>' | ',')).unwrap_or(rest.len());
         let url = &rest[..end];
-        let authority_end = url.find('/').unwrap_or(url.len());
-        let url = match url[..authority_end].rfind('@') {
-            Some(at) => {
-                out.push_str("***@");
-                &url[at + 1..]
-            }
-            None => url,
-        };
         match url.find('?') {
             Some(q) => {
                 out.push_str(&url[..q]);
@@ -250,7 +248,10 @@ impl Place {
         let text = full.split("\nBacktrace:").next().unwrap_or(&full).trim_end();
         // What the storage layer says of a known failure (its request ids, retries and URLs are
         // context a SQL user cannot act on) is replaced by what to check.
-        let text = if text.contains("NoSuchBucket") {
+        // Only object storage gets these words: a local permission error keeps its own text.
+        let text = if !is_remote(&self.path) {
+            text.to_string()
+        } else if text.contains("NoSuchBucket") {
             "the bucket does not exist".to_string()
         } else if text.contains("tcp connect error") || text.contains("dns error") || text.contains("ConnectionRefused")
         {
@@ -886,6 +887,7 @@ mod tests {
             "url: http://***@127.0.0.1:9000/b?*** and s3://b/t"
         );
         assert_eq!(without_url_credentials("no urls, a@b"), "no urls, a@b");
+        assert_eq!(without_url_credentials("at http://u:p,w@h/x, then"), "at http://***@h/x, then");
     }
 
     #[test]

@@ -164,23 +164,30 @@ pub fn resolve_changes(conn: &Connection, raw: &str, access: &Access, deleted: O
     src.columns.deleted = match schema::delete_flag(raw, &described, deleted)? {
         schema::DeleteFlag::Absent => None,
         schema::DeleteFlag::Column(name) => Some(quote::ident(&name)),
-        schema::DeleteFlag::Expression(expr) => Some(boolean_expression(conn, &src.relation, &expr)?),
+        schema::DeleteFlag::Expression(expr) => Some(boolean_expression(conn, &src, &expr)?),
     };
     Ok(src)
 }
 
-/// `expr` as a parenthesized SQL expression once DuckDB has typed it BOOLEAN over `relation`
-/// (a prepared DESCRIBE: one statement, nothing runs).
-fn boolean_expression(conn: &Connection, relation: &str, expr: &str) -> Result<String> {
+/// `expr` as a parenthesized SQL expression once DuckDB has typed it BOOLEAN in the very select
+/// list the refresh reads (so an aggregate or a window is refused here, not later). A `;` is
+/// refused first: preparing text with several statements would run all but the last.
+fn boolean_expression(conn: &Connection, src: &ResolvedSource, expr: &str) -> Result<String> {
     let bad = |problem: String| Error::BadArgument {
         function: "serving_refresh",
         parameter: "deleted",
         value: expr.to_string(),
         problem,
     };
+    if expr.contains(';') {
+        return Err(bad("a ';' is not part of a boolean expression (give one expression, no statements)".into()));
+    }
+    let probe =
+        format!("DESCRIBE SELECT {}, ({expr}) AS deleted FROM {}", src.columns.fact_select_list(), src.relation);
     let t: String = conn
-        .prepare(&format!("DESCRIBE SELECT ({expr}) AS deleted FROM {relation}"))
-        .and_then(|mut s| s.query_row([], |r| r.get(1)))
+        .prepare(&probe)
+        .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(1))?.last().transpose())
+        .and_then(|t| t.ok_or(duckdb::Error::QueryReturnedNoRows))
         .map_err(|e| {
             bad(format!(
                 "not a column or boolean expression over the change set's columns ({})",
@@ -584,11 +591,13 @@ pub fn build(conn: &Connection, raw: &str, access: &Access, replace: bool) -> Re
     // Resolved before the transaction: a Paimon source's staged rows must survive a rollback so
     // that explain_load_failure can point at the offending row.
     let src = resolve(conn, raw, false, access)?;
+    // Checked before the transaction: its probes fail for a name that does not exist, and a
+    // failed statement would abort the build's transaction.
+    if !replace {
+        refuse_foreign_tables(conn, &current_place(conn)?)?;
+    }
     in_transaction(conn, || {
         let place = current_place(conn)?;
-        if !replace {
-            refuse_foreign_tables(conn, &place)?;
-        }
         let recorded = recorded_source(raw, access);
         build_from(conn, &place, &src, &recorded, src.lake_snapshot)?;
         summarize(conn, &place, &recorded, src.lake_snapshot, started)
@@ -596,44 +605,59 @@ pub fn build(conn: &Connection, raw: &str, access: &Access, replace: bool) -> Re
     .map_err(|e| explain_load_failure(conn, e))
 }
 
-/// The columns of each table a build replaces, as streamhouse creates them (`name TYPE`, in order).
-const OUR_SHAPES: [(&str, &str); 3] = [
+/// The columns of each table a build replaces, as streamhouse creates them (`name TYPE`, in order),
+/// and as earlier releases created them (a layer of theirs is rebuilt, not refused).
+const OUR_SHAPES: [(&str, &str); 4] = [
     (FACT, "order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT"),
     (MART, "company VARCHAR, order_day DATE, revenue HUGEINT"),
     (schema::COUNTS, "company VARCHAR, order_days DATE[], orders BIGINT[]"),
+    (schema::COUNTS, "company VARCHAR, order_day DATE, orders BIGINT"),
 ];
+
+/// The columns (`name TYPE, ...`) of the relation `name` at `place`, None when there is none. A
+/// DESCRIBE of the one qualified name: it resolves names as DuckDB does (case-insensitively) and
+/// never lists other attached catalogs (a remote one may be slow or unreachable).
+fn columns_at(conn: &Connection, place: &Place, name: &str) -> Option<String> {
+    let mut stmt = conn.prepare(&format!("DESCRIBE {}", place.of(name))).ok()?;
+    let cols: Vec<String> = stmt
+        .query_map([], |r| Ok(format!("{} {}", r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+        .ok()?
+        .collect::<std::result::Result<_, _>>()
+        .ok()?;
+    Some(cols.join(", "))
+}
+
+/// Whether `name` at `place` is a view (DROP TABLE would refuse it: it is never the layer's).
+fn is_view(conn: &Connection, place: &Place, name: &str) -> bool {
+    conn.query_row(
+        "SELECT count(*) FROM duckdb_views() WHERE lower(database_name) = lower(?) AND lower(schema_name) = lower(?) \
+         AND lower(view_name) = lower(?)",
+        duckdb::params![place.catalog, place.schema, name],
+        |r| r.get::<_, i64>(0),
+    )
+    .is_ok_and(|n| n > 0)
+}
 
 /// Refuses a build that would replace a table or view streamhouse did not create. A table is
 /// the layer's when the layer is recorded at `place` (a `serving_meta` of ours there) and it has
 /// exactly the columns streamhouse gives it; anything else is the user's (a dbt model named
 /// `fct_orders`, a hand-made `mart_daily`), and a build never drops it without `replace := true`.
 pub fn refuse_foreign_tables(conn: &Connection, place: &Place) -> Result<()> {
-    let failed = |e: duckdb::Error| Error::duckdb("serving_build: looking for existing serving tables", &e);
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT t.table_name, 'table', string_agg(c.column_name || ' ' || c.data_type, ', ' ORDER BY c.column_index)              FROM duckdb_tables() t JOIN duckdb_columns() c USING (database_name, schema_name, table_name)              WHERE t.database_name = $1 AND t.schema_name = $2 AND t.table_name IN ($3, $4, $5, $6) GROUP BY ALL              UNION ALL SELECT view_name, 'view', NULL FROM duckdb_views()              WHERE database_name = $1 AND schema_name = $2 AND view_name IN ($3, $4, $5, $6)",
-        )
-        .map_err(failed)?;
-    let found: Vec<(String, String, Option<String>)> = stmt
-        .query_map(duckdb::params![place.catalog, place.schema, FACT, MART, schema::COUNTS, META], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })
-        .map_err(failed)?
-        .collect::<std::result::Result<_, _>>()
-        .map_err(failed)?;
-    let layer_recorded = found.iter().any(|(name, kind, cols)| {
-        name == META
-            && kind == "table"
-            && cols.as_deref().is_some_and(|c| c.starts_with("built_at TIMESTAMP, source VARCHAR"))
-    });
-    for (name, kind, cols) in &found {
+    let meta = columns_at(conn, place, META);
+    let layer_recorded = meta.as_deref().is_some_and(|c| {
+        c.split(", ").any(|col| col == "built_at TIMESTAMP") && c.split(", ").any(|col| col == "source VARCHAR")
+    }) && !is_view(conn, place, META);
+    for name in [FACT, MART, schema::COUNTS, META] {
+        let Some(cols) = (if name == META { meta.clone() } else { columns_at(conn, place, name) }) else { continue };
+        let view = is_view(conn, place, name);
         let ours = layer_recorded
-            && kind == "table"
-            && (name == META || OUR_SHAPES.iter().any(|(t, shape)| t == name && cols.as_deref() == Some(*shape)));
+            && !view
+            && (name == META || OUR_SHAPES.iter().any(|(t, shape)| *t == name && cols == *shape));
         if !ours {
-            let what = match cols {
-                Some(cols) => format!("a table {} ({cols})", place.of(name)),
-                None => format!("a {kind} {}", place.of(name)),
+            let what = if view {
+                format!("a view {}", place.of(name))
+            } else {
+                format!("a table {} ({cols})", place.of(name))
             };
             return Err(Error::Refused {
                 function: "serving_build",

@@ -405,6 +405,13 @@ impl Session {
         let count = connection_count(&held.conn);
         let mut alone_since = self.alone_since.lock().unwrap_or_else(|p| p.into_inner());
         match count {
+            // Cannot tell who is connected: never destroy it (no shutdown setting touched), and
+            // write nothing through it again.
+            Err(_) => {
+                drop(alone_since);
+                self.retire(guards);
+                true
+            }
             Ok(n) if n > self.ours as u64 => {
                 *alone_since = None;
                 drop(alone_since);
@@ -422,10 +429,9 @@ impl Session {
                 }
                 false
             }
-            // Alone long enough, or the instance is shutting down: let go, writing nothing.
-            // Dropped under the locks, so a concurrent call sees either a live connection or
-            // `Error::Closed`.
-            _ => {
+            // Alone long enough: let go, writing nothing. Dropped under the locks, so a
+            // concurrent call sees either a live connection or `Error::Closed`.
+            Ok(_) => {
                 drop(alone_since);
                 if opened_by_another_instance(&held.conn) || !skip_shutdown_checkpoint(&held.conn) {
                     self.retire(guards);
@@ -506,20 +512,17 @@ impl Session {
         search_path: &str,
         f: impl FnOnce(&Connection) -> Result<R>,
     ) -> Result<R> {
-        match role {
+        // A user's call: the quiet periods of the watchdog count from its end.
+        self.touch();
+        let out = match role {
             Role::Reader => self.run(self.reader(), search_path, f),
-            Role::Writer => self.write(self.writer(what)?, search_path, f),
-        }
-    }
-
-    fn write<R>(
-        &self,
-        guard: MutexGuard<'_, Option<Held>>,
-        search_path: &str,
-        f: impl FnOnce(&Connection) -> Result<R>,
-    ) -> Result<R> {
-        let out = self.run(guard, search_path, f);
-        self.wrote();
+            Role::Writer => {
+                let out = self.run(self.writer(what)?, search_path, f);
+                self.wrote();
+                out
+            }
+        };
+        self.touch();
         out
     }
 
@@ -529,9 +532,7 @@ impl Session {
         search_path: &str,
         f: impl FnOnce(&Connection) -> Result<R>,
     ) -> Result<R> {
-        let out = f(self.prepare(&mut guard, search_path)?);
-        self.touch();
-        out
+        f(self.prepare(&mut guard, search_path)?)
     }
 
     /// Notes that a call of ours ran until now (the quiet periods count from its end).
@@ -557,7 +558,6 @@ impl Session {
             return Err(Error::Closed);
         }
         let held = slot.as_mut().ok_or(Error::Closed)?;
-        self.touch();
         if held.search_path.as_deref() != Some(search_path) {
             let sql = if search_path.is_empty() {
                 "RESET search_path".to_string()
@@ -580,6 +580,7 @@ impl Session {
         search_path: &str,
         f: impl FnOnce(&Connection) -> Result<R>,
     ) -> Result<(R, Option<Lease>)> {
+        self.touch();
         let mut guard = self.writer(what)?;
         let conn = self.prepare(&mut guard, search_path)?;
         let (out, deferred) = crate::serving::deferring_commit(|| f(conn));
@@ -630,7 +631,14 @@ impl Session {
         if guard.as_ref().is_some_and(|held| !self.user_connected(&held.conn)) {
             return None;
         }
-        Some(self.write(guard, search_path, f))
+        Some(self.run(guard, search_path, f))
+    }
+
+    /// A background writer (the follower) committed something: settle it while the user is
+    /// connected. It does not count as a call of the user's (`last_used` stays), so a follower
+    /// ticking faster than `SETTLE_QUIET` never keeps the settle away.
+    pub fn wrote_in_background(&self) {
+        self.unsettled.store(true, Ordering::SeqCst);
     }
 
     /// Whether a connection other than ours is open on the instance (an error counts as no).

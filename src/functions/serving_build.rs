@@ -39,9 +39,9 @@ impl RowsFunction for ServingBuild {
         serving::after_commit(ctx.conn, refresh::warm);
         // Stopped once the build commits (an interrupted build changes nothing, follower included).
         let stopped = follow::followed_elsewhere(ctx.session, &s.source, &access.sandbox);
-        if stopped.is_some() {
+        if let Some(source) = stopped.clone() {
             let session = ctx.session.clone();
-            serving::after_commit(ctx.conn, move |_| follow::stop(&session));
+            serving::after_commit(ctx.conn, move |_| follow::stop(&session, &source));
         }
         Ok(vec![vec![
             s.fct_rows.into(),

@@ -436,3 +436,23 @@ def test_serving_layers_lists_every_layer(con):
     con.execute("USE main")
     got = con.execute("SELECT catalog, schema, source, refreshes, fct_rows FROM serving_layers()").fetchall()
     assert got == [("memory", "main", "orders", 0, len(ORDERS)), ("memory", "staging", "main.orders", 0, len(ORDERS))]
+
+
+def test_deleted_cannot_carry_a_statement(con):
+    build_and_change(
+        con, "SELECT 4::BIGINT AS order_id, 'x' AS company, DATE '2026-11-02' AS order_day, 1 AS revenue, 'D' AS op"
+    )
+    evil = "true) AS d FROM (SELECT 1); DROP TABLE fct_orders; SELECT (true"
+    with pytest.raises(duckdb.Error, match="a ';' is not part of a boolean expression"):
+        con.execute("SELECT * FROM serving_refresh('changes', deleted := ?)", [evil]).fetchall()
+    assert con.execute("SELECT count(*) FROM fct_orders").fetchone()[0] == len(ORDERS)
+    with pytest.raises(duckdb.Error, match="not a column or boolean expression"):
+        con.execute("SELECT * FROM serving_refresh('changes', deleted := 'bool_or(op = ''D'')')").fetchall()
+
+
+def test_a_users_table_in_another_case_is_still_the_users(con):
+    make_orders(con)
+    con.execute('CREATE TABLE "FCT_ORDERS" AS SELECT 1 AS precious')
+    with pytest.raises(duckdb.Error, match="was not created by streamhouse"):
+        build(con, "orders")
+    assert con.execute('SELECT precious FROM "FCT_ORDERS"').fetchall() == [(1,)]
