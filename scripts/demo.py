@@ -32,8 +32,9 @@ def main(ext: str) -> None:
         print(con.sql(f"SELECT * EXCLUDE (source) FROM serving_build('{orders}')"))
 
     company = "O'Reilly Media"
-    print("SELECT * FROM serving_dashboard('O''Reilly Media') LIMIT 5;".replace("O'R", "O''R"))
-    print(con.sql("SELECT * FROM serving_dashboard('O''Reilly Media') LIMIT 5"))
+    for params in ("top := 5", "grain := 'month'"):
+        print(f"SELECT * FROM serving_dashboard('O''Reilly Media', {params});")
+        print(con.sql(f"SELECT * FROM serving_dashboard('O''Reilly Media', {params})"))
 
     plan = "\n".join(v for _, v in con.execute("SELECT * FROM serving_explain($1)", [company]).fetchall())
     scan = [line.strip("│ ").rstrip() for line in plan.splitlines() if "Table:" in line or "Filters:" in line]
