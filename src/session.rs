@@ -220,11 +220,12 @@ fn file_databases(conn: &Connection) -> Vec<FileDatabase> {
 
 /// Whether a database file of this instance is open in another DuckDB instance of this process:
 /// one opened on the same file after the user closed this one but before the watchdog let go of
-/// it (the CLI's `.open`, Node's `DuckDBInstance.create`). Destroying this instance then would
-/// write into that file under the new one: its shutdown checkpoints and removes the WAL the new
-/// instance has read (or, later, written: its commits would be lost). A DuckDB instance opens its
-/// database file exactly once, and DuckDB refuses to attach one file twice, so two descriptors
-/// of one file mean two instances. Checked only before a checkpoint or a release.
+/// it (the CLI's `.open`, Node's `DuckDBInstance.create`). A checkpoint of this instance would
+/// then write the file under the new one, and destroying it (even writing nothing) would close
+/// its descriptor, which drops the process's POSIX lock on the file, the new instance's too. A
+/// DuckDB instance opens its database file exactly once, and DuckDB refuses to attach one file
+/// twice, so two descriptors of one file mean two instances. Checked only before a checkpoint or
+/// a release.
 fn opened_by_another_instance(conn: &Connection) -> bool {
     descriptors(conn).iter().any(|fds| fds.len() > 1)
 }
@@ -366,10 +367,10 @@ impl Session {
         }
     }
 
-    /// Lets go of the instance without destroying it: another instance has its file open, and
-    /// destroying this one would write under it (see `opened_by_another_instance`). It stays in
-    /// memory, never used again, until the process exits: the price of a reopen that raced the
-    /// release, paid instead of the new instance's data.
+    /// Lets go of the instance without destroying it: another instance has its file open (whose
+    /// lock destroying this one would drop, see `opened_by_another_instance`), or it could not be
+    /// made to shut down without writing. It stays in memory, never used again, until the process
+    /// exits: the price of a reopen that raced the release.
     fn retire(&self, guards: Vec<MutexGuard<'_, Option<Held>>>) {
         self.released.store(true, Ordering::SeqCst);
         let mut registry = fds();
