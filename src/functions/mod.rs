@@ -9,6 +9,7 @@ mod paimon_changelog;
 mod paimon_scan;
 mod paimon_snapshots;
 mod paimon_tier_ddl;
+mod paimon_tier_ddl_lines;
 mod paimon_tier_upsert;
 pub mod rows;
 mod scalar;
@@ -65,6 +66,10 @@ pub fn register_all(con: &Connection, session: &SharedSession) -> duckdb::Result
         session,
     )?;
     con.register_scalar_function::<paimon_tier_ddl::PaimonTierDdl>("paimon_tier_ddl")?;
+    con.register_table_function_with_extra_info::<Table<paimon_tier_ddl_lines::PaimonTierDdlLines>, _>(
+        "paimon_tier_ddl",
+        session,
+    )?;
     con.register_scalar_function::<paimon_tier_upsert::PaimonTierUpsert>("paimon_tier_upsert")?;
     Ok(())
 }

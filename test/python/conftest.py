@@ -81,6 +81,16 @@ TRICKY_COMPANIES = [
 ORACLE_COLUMNS = "{'order_id': 'BIGINT', 'company': 'VARCHAR', 'order_day': 'DATE', 'revenue': 'BIGINT'}"
 
 
+def readme_block(lang: str, containing: str) -> str:
+    """The one fenced `lang` block of the README whose text contains `containing`."""
+    import re
+
+    blocks = re.findall(r"^```" + re.escape(lang) + r"\n(.*?)^```", (ROOT / "README.md").read_text(), re.M | re.S)
+    found = [b for b in blocks if containing in b]
+    assert len(found) == 1, f"expected one ```{lang} block containing {containing!r}, found {len(found)}"
+    return found[0]
+
+
 def sql_literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 

@@ -273,7 +273,10 @@ def test_readers_never_wait_for_writers_and_see_a_or_b(ab_data):
                     elif kind == "status":
                         got = status_dict(cur)
                     elif kind == "explain":
-                        got = cur.execute("SELECT explain_value FROM serving_explain(?)", [company]).fetchall()
+                        got = cur.execute(
+                            "SELECT string_agg(explain_value, chr(10) ORDER BY line) FROM serving_explain(?)",
+                            [company],
+                        ).fetchall()
                     else:
                         got = cur.execute("SELECT * FROM serving_reconcile()").fetchall()
                 except Exception as e:  # any error during reads is a failure

@@ -8,6 +8,7 @@ pinned duckdb, it imports, loads, serves, and explains the unsigned-extension re
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import re
 import shutil
@@ -16,8 +17,9 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import duckdb
 import pytest
-from conftest import ROOT
+from conftest import ROOT, oracle, readme_block
 from matrix_util import python_of, run
 
 WHEEL_DIR = ROOT / "build" / "wheel"
@@ -175,6 +177,16 @@ def test_wheel_installs_into_a_fresh_venv_and_serves(wheel, tmp_path):
     work.mkdir()
     p = run([py, ROOT / "test" / "python" / "wheel_smoke.py", cargo_version(), ROOT, work], cwd=work, timeout=120)
     assert p.stdout.strip().endswith("SMOKE OK"), p.stdout
+    # The README's Python block, as written, beside an orders.parquet of the README's orders.
+    orders = [(1, "acme", datetime.date(2026, 11, 1), 1200), (2, "acme", datetime.date(2026, 11, 1), 300),
+              (3, "acme", datetime.date(2026, 11, 2), 900), (4, "O'Reilly", datetime.date(2026, 11, 2), 50)]
+    src = duckdb.connect()
+    src.execute("CREATE TABLE o(order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT)")
+    src.executemany("INSERT INTO o VALUES (?, ?, ?, ?)", orders)
+    src.execute(f"COPY o TO '{work / 'orders.parquet'}' (FORMAT parquet)")
+    src.close()
+    p = run([py, "-c", readme_block("python", "streamhouse.load(con)")], cwd=work, timeout=120)
+    assert p.stdout.strip().splitlines()[-1] == repr(oracle(orders)[0]["acme"]), p.stdout
 
 
 def test_load_on_a_duckdb_too_old_names_the_version_needed(wheel, tmp_path):

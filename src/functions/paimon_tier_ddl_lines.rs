@@ -1,0 +1,26 @@
+//! `SELECT * FROM paimon_tier_ddl(name VARCHAR)`: the same DDL as the scalar, one row per line
+//! (`line`, `ddl`), so it reads as written in the CLI's default box mode. DuckDB keeps table and
+//! scalar functions in separate catalog entries, so both forms share the name.
+
+use duckdb::core::LogicalTypeId;
+
+use super::rows::{Cell, Ctx};
+use super::table::RowsFunction;
+use crate::error::Result;
+use crate::session::Role;
+use crate::tier;
+
+pub struct PaimonTierDdlLines;
+
+impl RowsFunction for PaimonTierDdlLines {
+    const NAME: &'static str = "paimon_tier_ddl";
+    const PARAM: Option<&'static str> = Some("name");
+    const COLUMNS: &'static [(&'static str, LogicalTypeId)] =
+        &[("line", LogicalTypeId::Bigint), ("ddl", LogicalTypeId::Varchar)];
+    const ROLE: Role = Role::Reader;
+
+    fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
+        let ddl = tier::tier_ddl(&ctx.call.arg)?;
+        Ok(ddl.lines().zip(1..).map(|(text, n)| vec![Cell::BigInt(n), Cell::Text(text.into())]).collect())
+    }
+}
