@@ -1,33 +1,34 @@
 //! streamhouse: the OLAP serving layer of a Paimon/Fluss streamhouse, as a DuckDB extension.
 //!
-//! Pure logic lives in plain modules (`source`, `schema`, `dashboard`, `dupcheck`, `tier`,
-//! `quote`); `lake` reads Paimon tables through paimon-rust; `serving` and `refresh` run SQL on
-//! the extension's connection (`session`); `functions` is the thin FFI layer.
+//! The folders are the layers; each may use only the layers listed after it:
+//! - `functions` — the thin FFI layer: one file per SQL function, the DuckDB callback glue
+//!   written once in `functions::glue`. Uses everything below.
+//! - `serving` — the serving layer's operations on the extension's connections: build,
+//!   dashboard reads, refresh, reconcile, follow, and the state they keep per database.
+//!   Uses `host`, `lake`, `core`.
+//! - `host` — living inside DuckDB's process: the connection pool, the writer lease and its
+//!   explicit transaction, the watchdog that lets go of a closed database, the descriptor
+//!   registry, the exit hook. Uses `core`.
+//! - `lake` — the Paimon boundary: tables planned and read through paimon-rust, storage
+//!   options, foreign errors converted and secrets scrubbed once. Uses `core`.
+//! - `core` — pure logic, no DuckDB connection, no paimon: source strings, the schema contract,
+//!   the mart arithmetic, the duplicate check, the tier DDL, quoting, locations, the sandbox
+//!   decision, errors.
 
-pub mod dashboard;
-pub mod delta;
-pub mod dupcheck;
-pub mod error;
-mod follow;
-
+pub mod core;
 mod functions;
-pub mod handoff;
+pub mod host;
 pub mod lake;
-pub mod quote;
-pub mod refresh;
-pub mod sandbox;
-pub mod schema;
 pub mod serving;
-mod session;
-pub mod source;
-pub mod tier;
 
 // duckdb-rs 1.4's entrypoint macro predates `unsafe_op_in_unsafe_fn`; newer ones comply.
 #[cfg_attr(duckdb14, allow(unsafe_op_in_unsafe_fn))]
 mod entrypoint {
     use duckdb::{duckdb_entrypoint_c_api, Connection};
 
-    use crate::{functions, session};
+    use crate::functions;
+    use crate::host::session::Session;
+    use crate::serving::state::Database;
 
     /// Called by DuckDB on `LOAD`. The connection clone must happen here: the database handle
     /// behind `con` is only valid until this function returns.
@@ -36,8 +37,8 @@ mod entrypoint {
     #[cfg_attr(not(duckdb14), duckdb_entrypoint_c_api(ext_name = "streamhouse", min_duckdb_version = "v1.5.6"))]
     #[cfg_attr(duckdb14, duckdb_entrypoint_c_api(ext_name = "streamhouse", min_duckdb_version = "v1.2.0"))]
     pub fn extension_entrypoint(con: Connection) -> Result<(), Box<dyn std::error::Error>> {
-        let session = session::Session::start(&con)?;
-        functions::register_all(&con, &session)?;
+        let db = Database::new(Session::start(&con)?);
+        functions::register_all(&con, &db)?;
         Ok(())
     }
 }

@@ -1,18 +1,15 @@
 //! Thin FFI layer: one file per SQL function, each saying what it computes; the DuckDB callback
 //! glue is written once (`table`, `scalar`). `register_all` is all the entrypoint calls.
 
-mod dashboard_args;
-mod handoff;
-mod host;
-mod lake_batches;
+mod glue;
 mod paimon_changelog;
+mod paimon_mart_ddl;
+mod paimon_mart_job;
 mod paimon_scan;
 mod paimon_snapshots;
 mod paimon_tier_ddl;
 mod paimon_tier_ddl_lines;
 mod paimon_tier_upsert;
-pub mod rows;
-mod scalar;
 mod serving_build;
 mod serving_dashboard;
 mod serving_explain;
@@ -23,16 +20,14 @@ mod serving_reconcile;
 mod serving_refresh;
 mod serving_status;
 mod serving_unfollow;
-mod table;
-
-use std::panic::{catch_unwind, AssertUnwindSafe};
+mod streamhouse_handoff;
 
 use duckdb::Connection;
 
-use crate::session::SharedSession;
-use table::{PerCompany, Table};
+use crate::serving::state::SharedDatabase;
+use glue::table::{PerCompany, Table};
 
-pub fn register_all(con: &Connection, session: &SharedSession) -> duckdb::Result<()> {
+pub fn register_all(con: &Connection, session: &SharedDatabase) -> duckdb::Result<()> {
     con.register_table_function_with_extra_info::<Table<serving_build::ServingBuild>, _>("serving_build", session)?;
     con.register_table_function_with_extra_info::<PerCompany<serving_dashboard::ServingDashboard>, _>(
         "serving_dashboard",
@@ -59,7 +54,7 @@ pub fn register_all(con: &Connection, session: &SharedSession) -> duckdb::Result
         session,
     )?;
     con.register_table_function_with_extra_info::<paimon_scan::PaimonScan, _>("paimon_scan", session)?;
-    con.register_table_function::<handoff::Handoff>(crate::handoff::FUNCTION)?;
+    con.register_table_function::<streamhouse_handoff::Handoff>(crate::serving::handoff::FUNCTION)?;
     con.register_table_function_with_extra_info::<paimon_changelog::PaimonChangelog, _>("paimon_changelog", session)?;
     con.register_table_function_with_extra_info::<Table<paimon_snapshots::PaimonSnapshots>, _>(
         "paimon_snapshots",
@@ -71,19 +66,7 @@ pub fn register_all(con: &Connection, session: &SharedSession) -> duckdb::Result
         session,
     )?;
     con.register_scalar_function::<paimon_tier_upsert::PaimonTierUpsert>("paimon_tier_upsert")?;
+    con.register_scalar_function::<paimon_mart_ddl::PaimonMartDdl>("paimon_mart_ddl")?;
+    con.register_scalar_function::<paimon_mart_job::PaimonMartJob>("paimon_mart_job")?;
     Ok(())
-}
-
-/// Runs a callback body with a panic turned into an error. duckdb-rs 1.4's callback glue does not
-/// catch panics, and a panic reaching DuckDB's C frames aborts the host process (newer duckdb-rs
-/// catch them too; this costs nothing unless something panics).
-fn guarded<T>(body: impl FnOnce() -> Result<T, Box<dyn std::error::Error>>) -> Result<T, Box<dyn std::error::Error>> {
-    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
-        let what = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic without a message".into());
-        Err(format!("streamhouse internal error (please report): {what}").into())
-    })
 }

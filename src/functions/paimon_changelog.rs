@@ -10,9 +10,9 @@ use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
-use super::host::sandbox;
-use super::lake_batches::{self, Batches};
-use crate::error::Error;
+use super::glue::settings::sandbox;
+use super::glue::lake_batches::{self, Batches};
+use crate::core::error::Error;
 use crate::lake::{Access, LakeTable};
 
 const NAME: &str = "paimon_changelog";
@@ -37,7 +37,7 @@ impl VTab for PaimonChangelog {
     type InitData = Batches;
 
     fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
-        super::guarded(|| {
+        super::glue::guarded(|| {
             let path = lake_batches::path_param(bind, NAME)?;
             let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME)? };
             let table = LakeTable::open(NAME, &path, &access)?;
@@ -49,7 +49,7 @@ impl VTab for PaimonChangelog {
     }
 
     fn init(init: &InitInfo) -> Result<Batches, Box<dyn std::error::Error>> {
-        super::guarded(|| {
+        super::glue::guarded(|| {
             // SAFETY: bind stored a boxed `Bind` before init runs; DuckDB frees it after execution.
             let bind = unsafe { &*init.get_bind_data::<Bind>() };
             let snapshots = bind.table.snapshots()?;
@@ -71,13 +71,13 @@ impl VTab for PaimonChangelog {
                 let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![id; batch.num_rows()]))];
                 columns.extend(batch.columns().iter().cloned());
                 RecordBatch::try_new(schema.clone(), columns)
-                    .map_err(|e| Error::DuckDb { context: NAME.into(), message: e.to_string() })
+                    .map_err(|e| Error::internal(NAME, e.to_string()))
             })))
         })
     }
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {
-        super::guarded(|| func.get_init_data().emit(output))
+        super::glue::guarded(|| func.get_init_data().emit(output))
     }
 
     fn parameters() -> Option<Vec<LogicalTypeHandle>> {

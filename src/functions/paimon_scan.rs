@@ -11,9 +11,9 @@ use duckdb::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
-use super::host::sandbox;
-use super::lake_batches::{self, Batches};
-use crate::error::Error;
+use super::glue::settings::sandbox;
+use super::glue::lake_batches::{self, Batches};
+use crate::core::error::Error;
 use crate::lake::{Access, LakeTable};
 
 const NAME: &str = "paimon_scan";
@@ -37,7 +37,7 @@ impl VTab for PaimonScan {
 
     // Bind reads only the table's schema (no side effects), to tell DuckDB the columns.
     fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
-        super::guarded(|| {
+        super::glue::guarded(|| {
             let path = lake_batches::path_param(bind, NAME)?;
             let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME)? };
             let mut table = LakeTable::open(NAME, &path, &access)?;
@@ -47,12 +47,12 @@ impl VTab for PaimonScan {
             }
             let schema = table.schema()?;
             lake_batches::declare(bind, NAME, &schema)?;
-            Ok(Bind { table, schema, threads: super::host::threads(bind) })
+            Ok(Bind { table, schema, threads: super::glue::settings::threads(bind) })
         })
     }
 
     fn init(init: &InitInfo) -> Result<Batches, Box<dyn std::error::Error>> {
-        super::guarded(|| {
+        super::glue::guarded(|| {
             // SAFETY: bind stored a boxed `Bind` before init runs; DuckDB frees it after execution.
             let bind = unsafe { &*init.get_bind_data::<Bind>() };
             let wanted = projection(&init.get_column_indices(), bind.schema.fields().len());
@@ -97,14 +97,14 @@ impl VTab for PaimonScan {
                 }
                 let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
                 RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options).map_err(|e| {
-                    Error::DuckDb { context: NAME.into(), message: format!("laying out the projected columns: {e}") }
+                    Error::internal(NAME, format!("laying out the projected columns: {e}"))
                 })
             })))
         })
     }
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {
-        super::guarded(|| func.get_init_data().emit(output))
+        super::glue::guarded(|| func.get_init_data().emit(output))
     }
 
     fn supports_pushdown() -> bool {

@@ -3,11 +3,11 @@
 
 use duckdb::core::LogicalTypeId;
 
-use super::rows::{Cell, Ctx};
-use super::table::RowsFunction;
-use crate::error::Result;
+use super::glue::rows::{Cell, Ctx};
+use super::glue::table::RowsFunction;
+use crate::core::error::Result;
 use crate::lake::LakeTable;
-use crate::session::Role;
+use crate::host::session::Role;
 
 pub struct PaimonSnapshots;
 

@@ -4,8 +4,8 @@ use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vscalar::{ScalarFunctionSignature, VScalar};
 use duckdb::vtab::arrow::WritableVector;
 
-use super::scalar::invoke_rows;
-use crate::tier;
+use super::glue::scalar::invoke_rows;
+use crate::core::tier;
 
 pub struct PaimonTierDdl;
 

@@ -4,11 +4,11 @@
 
 use duckdb::core::LogicalTypeId;
 
-use super::rows::{Cell, Ctx};
-use super::table::RowsFunction;
-use crate::error::Result;
-use crate::session::Role;
-use crate::tier;
+use super::glue::rows::{Cell, Ctx};
+use super::glue::table::RowsFunction;
+use crate::core::error::Result;
+use crate::host::session::Role;
+use crate::core::tier;
 
 pub struct PaimonTierDdlLines;
 

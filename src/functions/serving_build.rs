@@ -5,11 +5,14 @@
 
 use duckdb::core::LogicalTypeId;
 
-use super::rows::{Cell, Ctx};
-use super::table::RowsFunction;
-use crate::error::Result;
-use crate::session::Role;
-use crate::{follow, refresh, serving};
+use super::glue::rows::{Cell, Ctx};
+use super::glue::table::RowsFunction;
+use crate::core::error::Result;
+use crate::host::session::Role;
+use crate::host::transaction::Transaction;
+use crate::serving::follow;
+use crate::serving::refresh;
+use crate::serving::layer;
 
 pub struct ServingBuild;
 
@@ -31,17 +34,17 @@ impl RowsFunction for ServingBuild {
     const NAMED: &'static [(&'static str, LogicalTypeId)] = &[("replace", LogicalTypeId::Boolean)];
     const LAKE_OPTIONS: bool = true;
 
-    fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
+    fn write(ctx: &Ctx, tx: &mut Transaction) -> Result<Vec<Vec<Cell>>> {
         // replace := true lets a build drop tables of the serving names that it did not create.
         let replace = ctx.call.named.first().cloned().flatten().is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        let access = ctx.session.lake_access(&ctx.call.access, &ctx.call.arg);
-        let s = serving::build(ctx.conn, &ctx.call.arg, &access, replace)?;
-        serving::after_commit(ctx.conn, refresh::warm);
+        let access = ctx.db.lake_access(&ctx.call.access, &ctx.call.arg);
+        let s = layer::build(ctx.conn, &ctx.call.arg, &access, replace, tx)?;
+        tx.after_commit(ctx.conn, refresh::warm);
         // Stopped once the build commits (an interrupted build changes nothing, follower included).
-        let stopped = follow::followed_elsewhere(ctx.session, &s.source, &access.sandbox);
+        let stopped = follow::followed_elsewhere(ctx.db, &s.source, &access.sandbox);
         if let Some(source) = stopped.clone() {
-            let session = ctx.session.clone();
-            serving::after_commit(ctx.conn, move |_| follow::stop(&session, &source));
+            let db = ctx.db.clone();
+            tx.after_commit(ctx.conn, move |_| follow::stop(&db, &source));
         }
         Ok(vec![vec![
             s.fct_rows.into(),

@@ -5,16 +5,16 @@
 
 use duckdb::Connection;
 
-use super::table::CompanyFunction;
-use crate::dashboard::DashboardQuery;
-use crate::error::Result;
-use crate::serving::{self, DayRevenue};
+use super::glue::table::CompanyFunction;
+use crate::core::dashboard::DashboardQuery;
+use crate::core::error::Result;
+use crate::serving::layer::{self, DayRevenue};
 
 pub struct ServingDashboard;
 
 impl CompanyFunction for ServingDashboard {
     const NAME: &'static str = "serving_dashboard";
     fn query(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue> {
-        serving::dashboard(conn, company, query)
+        layer::dashboard(conn, company, query)
     }
 }

@@ -5,11 +5,11 @@
 
 use duckdb::core::LogicalTypeId;
 
-use super::rows::{Cell, Ctx};
-use super::table::RowsFunction;
-use crate::error::Result;
-use crate::serving;
-use crate::session::Role;
+use super::glue::rows::{Cell, Ctx};
+use super::glue::table::RowsFunction;
+use crate::core::error::Result;
+use crate::serving::layer;
+use crate::host::session::Role;
 
 pub struct ServingExplain;
 
@@ -25,7 +25,7 @@ impl RowsFunction for ServingExplain {
     const DASHBOARD: bool = true;
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
-        let plan = serving::explain(ctx.conn, &ctx.call.arg, &ctx.call.dashboard)?;
+        let plan = layer::explain(ctx.conn, &ctx.call.arg, &ctx.call.dashboard)?;
         Ok(numbered_lines(&plan)
             .map(|(key, line, text)| vec![Cell::Text(key.into()), Cell::BigInt(line), Cell::Text(text.into())])
             .collect())

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use duckdb::core::LogicalTypeId;
 
-use super::rows::{Cell, Ctx};
-use super::table::RowsFunction;
-use crate::error::{Error, Result};
-use crate::follow;
-use crate::session::Role;
+use super::glue::rows::{Cell, Ctx};
+use super::glue::table::RowsFunction;
+use crate::core::error::{Error, Result};
+use crate::serving::follow;
+use crate::host::session::Role;
 
 pub struct ServingFollow;
 
@@ -26,9 +26,9 @@ fn every(ctx: &Ctx) -> Result<Duration> {
         .map_err(|e| Error::duckdb("serving_follow: reading 'every'", &e))?;
     let every = Duration::from_micros(u64::try_from(micros).unwrap_or(0));
     if every < follow::MIN_EVERY {
-        return Err(Error::DuckDb {
-            context: "serving_follow".into(),
-            message: format!(
+        return Err(Error::Refused {
+            function: "serving_follow",
+            problem: format!(
                 "every := INTERVAL '{text}' is too short: the minimum is {} ms",
                 follow::MIN_EVERY.as_millis()
             ),
@@ -53,13 +53,13 @@ impl RowsFunction for ServingFollow {
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
         let every = every(ctx)?;
         let source = ctx.call.arg.trim().to_string();
-        let access = ctx.session.lake_access(&ctx.call.access, &source);
+        let access = ctx.db.lake_access(&ctx.call.access, &source);
         let path = follow::check_source(ctx.conn, &source, &access)?;
         let next =
-            follow::start(ctx.session, source.clone(), path, every, ctx.call.search_path.clone(), access.options)?;
+            follow::start(&ctx.db.session, source.clone(), path, every, ctx.call.search_path.clone(), access.options)?;
         // Swapped under the lock, stopped outside it: stopping waits for an apply in progress,
         // and serving_status must not wait for that.
-        let old = ctx.session.follower.lock().unwrap_or_else(|p| p.into_inner()).replace(next);
+        let old = ctx.db.follower().replace(next);
         let replaced = old.map(|old| {
             let name = old.source.clone();
             old.stop();

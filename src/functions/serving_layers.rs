@@ -4,11 +4,11 @@
 
 use duckdb::core::LogicalTypeId;
 
-use super::rows::{Cell, Ctx};
-use super::table::RowsFunction;
-use crate::error::{Error, Result};
-use crate::schema::{Place, META};
-use crate::session::Role;
+use super::glue::rows::{Cell, Ctx};
+use super::glue::table::RowsFunction;
+use crate::core::error::{Error, Result};
+use crate::core::schema::{Place, META};
+use crate::host::session::Role;
 
 pub struct ServingLayers;
 

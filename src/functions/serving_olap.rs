@@ -3,16 +3,16 @@
 
 use duckdb::Connection;
 
-use super::table::CompanyFunction;
-use crate::dashboard::DashboardQuery;
-use crate::error::Result;
-use crate::serving::{self, DayRevenue};
+use super::glue::table::CompanyFunction;
+use crate::core::dashboard::DashboardQuery;
+use crate::core::error::Result;
+use crate::serving::layer::{self, DayRevenue};
 
 pub struct ServingOlap;
 
 impl CompanyFunction for ServingOlap {
     const NAME: &'static str = "serving_olap";
     fn query(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue> {
-        serving::olap(conn, company, query)
+        layer::olap(conn, company, query)
     }
 }

@@ -3,12 +3,12 @@
 
 use duckdb::core::LogicalTypeId;
 
-use super::rows::{Cell, Ctx};
-use super::table::RowsFunction;
-use crate::error::Result;
-use crate::refresh::{self, Reconciled};
-use crate::serving::now_micros;
-use crate::session::Role;
+use super::glue::rows::{Cell, Ctx};
+use super::glue::table::RowsFunction;
+use crate::core::error::Result;
+use crate::serving::refresh::{self, Reconciled};
+use crate::serving::layer::now_micros;
+use crate::host::session::Role;
 
 pub struct ServingReconcile;
 
@@ -27,10 +27,10 @@ impl RowsFunction for ServingReconcile {
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
         let (diffs, generation) = refresh::reconcile(ctx.conn)?;
         let outcome = Reconciled { at: now_micros(), clean: diffs.is_empty(), generation };
-        *ctx.session.reconciled.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
+        *ctx.db.reconciled() = Some(outcome);
         // Stored in serving_meta when no writer is running; otherwise status shows it from
         // memory (a reader never waits for a build).
-        if let Some(stored) = ctx.session.try_writer(&ctx.call.search_path, |c| refresh::record_reconcile(c, outcome)) {
+        if let Some(stored) = ctx.db.session.try_writer(&ctx.call.search_path, |c| refresh::record_reconcile(c, outcome)) {
             stored?;
         }
         Ok(diffs

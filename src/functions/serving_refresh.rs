@@ -4,11 +4,12 @@
 
 use duckdb::core::LogicalTypeId;
 
-use super::rows::{Cell, Ctx};
-use super::table::RowsFunction;
-use crate::error::Result;
-use crate::refresh;
-use crate::session::Role;
+use super::glue::rows::{Cell, Ctx};
+use super::glue::table::RowsFunction;
+use crate::core::error::Result;
+use crate::serving::refresh;
+use crate::host::session::Role;
+use crate::host::transaction::Transaction;
 
 pub struct ServingRefresh;
 
@@ -31,10 +32,10 @@ impl RowsFunction for ServingRefresh {
     const NAMED: &'static [(&'static str, LogicalTypeId)] = &[("deleted", LogicalTypeId::Varchar)];
     const LAKE_OPTIONS: bool = true;
 
-    fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
-        let access = ctx.session.lake_access(&ctx.call.access, &ctx.call.arg);
+    fn write(ctx: &Ctx, tx: &mut Transaction) -> Result<Vec<Vec<Cell>>> {
+        let access = ctx.db.lake_access(&ctx.call.access, &ctx.call.arg);
         let deleted = ctx.call.named.first().cloned().flatten();
-        let s = refresh::refresh(ctx.conn, &ctx.call.arg, &access, deleted.as_deref())?;
+        let s = refresh::refresh(ctx.conn, &ctx.call.arg, &access, deleted.as_deref(), tx)?;
         Ok(vec![vec![
             s.inserted.into(),
             s.updated.into(),

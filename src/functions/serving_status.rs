@@ -5,12 +5,12 @@
 
 use duckdb::core::LogicalTypeId;
 
-use super::rows::{Cell, Ctx};
-use super::table::RowsFunction;
-use crate::error::{Error, Result};
-use crate::follow;
-use crate::refresh;
-use crate::session::Role;
+use super::glue::rows::{Cell, Ctx};
+use super::glue::table::RowsFunction;
+use crate::core::error::{Error, Result};
+use crate::serving::follow;
+use crate::serving::refresh;
+use crate::host::session::Role;
 
 pub struct ServingStatus;
 
@@ -56,7 +56,7 @@ impl RowsFunction for ServingStatus {
             Err(e) => return Err(e),
         };
         // A reconcile that ran while a writer was busy is only in memory.
-        if let Some(r) = *ctx.session.reconciled.lock().unwrap_or_else(|p| p.into_inner()) {
+        if let Some(r) = *ctx.db.reconciled() {
             if r.generation == s.generation && s.last_reconcile_at.is_none_or(|at| at < r.at) {
                 s.last_reconcile_at = Some(r.at);
                 s.last_reconcile_clean = Some(r.clean);
@@ -67,14 +67,14 @@ impl RowsFunction for ServingStatus {
         if s.last_reconcile_at.zip(changed).is_some_and(|(at, changed)| at < changed) {
             s.last_reconcile_clean = None;
         }
-        let (following, every, progress) = match &*ctx.session.follower.lock().unwrap_or_else(|p| p.into_inner()) {
+        let (following, every, progress) = match &*ctx.db.follower() {
             Some(f) => (Some(f.source.clone()), Some(f.every.as_millis() as i64), f.progress()),
             None => (None, None, follow::Progress::default()),
         };
         let lag = s
             .source
             .as_deref()
-            .map(|src| follow::lag(src, s.lake_snapshot, &ctx.session.lake_access(&ctx.call.access, src)))
+            .map(|src| follow::lag(src, s.lake_snapshot, &ctx.db.lake_access(&ctx.call.access, src)))
             .unwrap_or_default();
         let ts = |v: Option<i64>| v.map_or(Cell::Null, Cell::Timestamp);
         let state = match (&following, progress.failing) {

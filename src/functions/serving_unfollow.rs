@@ -3,11 +3,11 @@
 
 use duckdb::core::LogicalTypeId;
 
-use super::rows::{Cell, Ctx};
-use super::table::RowsFunction;
-use crate::error::Result;
-use crate::refresh;
-use crate::session::Role;
+use super::glue::rows::{Cell, Ctx};
+use super::glue::table::RowsFunction;
+use crate::core::error::Result;
+use crate::serving::refresh;
+use crate::host::session::Role;
 
 pub struct ServingUnfollow;
 
@@ -23,7 +23,7 @@ impl RowsFunction for ServingUnfollow {
     const ROLE: Role = Role::Reader;
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
-        let stopped = ctx.session.follower.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let stopped = ctx.db.follower().take();
         // Nothing followed: no row (a row of NULLs would read as a follower of nothing).
         let Some(f) = stopped else { return Ok(Vec::new()) };
         let (source, progress) = (Some(f.source.clone()), f.stop());

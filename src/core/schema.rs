@@ -1,8 +1,8 @@
 //! The serving contract: which source columns we need, which types we accept for them, and
 //! the SQL that turns a source relation into `fct_orders` rows. Pure logic, unit-tested.
 
-use crate::error::{Error, Result};
-use crate::quote;
+use crate::core::error::{Error, Probe, Result};
+use crate::core::quote;
 
 pub const FACT: &str = "fct_orders";
 pub const MART: &str = "mart_daily";
@@ -163,7 +163,7 @@ pub fn delete_flag(source: &str, described: &[(String, String)], given: Option<&
                  column named 'deleted' marks deletes by default, so its deletes would be applied as updates. Say \
                  how a deleted order is marked: deleted := '<column or boolean expression>' (e.g. deleted := \
                  '{name} = ''D''' or deleted := '{name} = 1'), or leave the column out of the change set",
-                crate::error::shown(source)
+                crate::core::error::shown(source)
             ),
         }),
         None => Ok(DeleteFlag::Absent),
@@ -220,25 +220,6 @@ impl SourceColumns {
             ));
         }
         probes
-    }
-}
-
-/// What a diagnostic query looks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Probe {
-    /// NULL in this serving column; the query returns (smallest order_id, count).
-    Null(&'static str),
-    /// A value that does not convert; the query returns (order_id, value).
-    BadValue(&'static str),
-}
-
-impl Probe {
-    pub fn message(self, first: &str, second: &str) -> String {
-        match self {
-            Probe::Null("order_id") => format!("order_id is NULL in {second} row(s); every order needs its key"),
-            Probe::Null(col) => format!("{col} is NULL in {second} row(s), e.g. order_id {first}"),
-            Probe::BadValue(problem) => format!("value '{second}' (order_id {first}): {problem}"),
-        }
     }
 }
 

@@ -1,5 +1,5 @@
 //! `__streamhouse_handoff(id BIGINT, part VARCHAR)`: internal. Scans rows a refresh parked in
-//! Rust memory (`crate::handoff`), so its final statements need no temp tables.
+//! Rust memory (`crate::serving::handoff`), so its final statements need no temp tables.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,7 +10,7 @@ use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
-use crate::handoff::{self, Contents, Part};
+use crate::serving::handoff::{self, Contents, Part};
 
 const CHUNK: usize = 2048;
 
@@ -38,7 +38,7 @@ impl VTab for Handoff {
     type InitData = Scan;
 
     fn bind(bind: &BindInfo) -> Result<Bound, Box<dyn std::error::Error>> {
-        super::guarded(|| {
+        super::glue::guarded(|| {
             let id = bind.get_parameter(0).to_int64();
             let name = bind.get_parameter(1).to_string();
             let part = Part::parse(&name).ok_or_else(|| refused(format!("unknown part '{name}'")))?;
@@ -70,7 +70,7 @@ impl VTab for Handoff {
     }
 
     fn init(init: &InitInfo) -> Result<Scan, Box<dyn std::error::Error>> {
-        super::guarded(|| {
+        super::glue::guarded(|| {
             // SAFETY: DuckDB keeps the bind data alive until the scan ends.
             let bound = unsafe { &*init.get_bind_data::<Bound>() };
             let contents = handoff::open(bound.id).ok_or_else(|| refused(format!("no parcel {}", bound.id)))?;
@@ -92,7 +92,7 @@ impl VTab for Handoff {
     }
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {
-        super::guarded(|| {
+        super::glue::guarded(|| {
             let scan = func.get_init_data();
             if let Contents::Rows(batches) = &*scan.contents {
                 return emit_rows(batches, &scan.next, output);

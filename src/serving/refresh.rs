@@ -16,13 +16,16 @@ use duckdb::arrow::error::ArrowError;
 use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::Connection;
 
-use crate::delta::{Delta, Group, Mart};
-use crate::dupcheck;
-use crate::error::{clean_duckdb_message, Error, Result};
-use crate::handoff::{self, Contents, Parcel, Part};
+use crate::core::mart::{Delta, Group, Mart};
+use crate::core::dupcheck;
+use crate::core::error::{clean_duckdb_message, Error, Result};
+use crate::serving::handoff::{self, Contents, Parcel, Part};
 use crate::lake::Access;
-use crate::schema::{Place, Probe, COUNTS, FACT, MART, META};
-use crate::serving::{self, in_transaction, not_built, now_micros, ResolvedSource};
+use crate::core::error::Probe;
+use crate::core::VECTOR_SIZE;
+use crate::core::schema::{Place, COUNTS, FACT, MART, META};
+use crate::host::transaction::{in_transaction, Transaction};
+use crate::serving::layer::{self, not_built, now_micros, ResolvedSource};
 
 #[derive(Debug, Clone, Default)]
 pub struct RefreshSummary {
@@ -56,9 +59,9 @@ struct Rows<'a> {
 }
 
 fn column<T: 'static>(batch: &RecordBatch, i: usize) -> Result<&T> {
-    batch.column(i).as_any().downcast_ref::<T>().ok_or_else(|| Error::DuckDb {
-        context: "serving_refresh".into(),
-        message: format!("unexpected Arrow type {} for column {i}", batch.column(i).data_type()),
+    batch.column(i).as_any().downcast_ref::<T>().ok_or_else(|| Error::Internal {
+        function: "serving_refresh".into(),
+        problem: format!("unexpected Arrow type {} for column {i}", batch.column(i).data_type()),
     })
 }
 
@@ -79,7 +82,7 @@ impl<'a> Rows<'a> {
 }
 
 fn arrow_failed(e: ArrowError) -> Error {
-    Error::DuckDb { context: "serving_refresh".into(), message: e.to_string() }
+    Error::internal("serving_refresh", e.to_string())
 }
 
 /// Runs a query and returns its non-empty Arrow batches, strings as plain UTF-8.
@@ -173,7 +176,7 @@ fn validate(raw: &str, changes: &[RecordBatch]) -> Result<Vec<i64>> {
     }
     match dupcheck::first_duplicate(ids.clone()) {
         None => Ok(ids),
-        Some((id, n)) => Err(bad(serving::duplicate_message(id, n))),
+        Some((id, n)) => Err(bad(layer::duplicate_message(id, n))),
     }
 }
 
@@ -206,7 +209,7 @@ fn insert_new_versions(conn: &Connection, place: &Place, changes: &[RecordBatch]
             _ => rows,
         };
         // The handoff emits one batch per vector.
-        live.extend((0..rows.num_rows()).step_by(2048).map(|at| rows.slice(at, 2048.min(rows.num_rows() - at))));
+        live.extend((0..rows.num_rows()).step_by(VECTOR_SIZE).map(|at| rows.slice(at, VECTOR_SIZE.min(rows.num_rows() - at))));
     }
     let rows = Parcel::new(Contents::Rows(live));
     conn.prepare_cached(&format!("INSERT INTO {} SELECT * FROM {}", place.of(FACT), Part::Rows.scan()))
@@ -219,7 +222,7 @@ fn insert_new_versions(conn: &Connection, place: &Place, changes: &[RecordBatch]
 fn read_mart(conn: &Connection, place: &Place) -> Result<Mart> {
     let failed = |e: duckdb::Error| not_built("serving_refresh", e);
     let mart = fetch(conn, &format!("SELECT company, order_day, revenue FROM {}", place.of(MART)), failed)?;
-    let counts = fetch(conn, &crate::schema::counts_rows(&place.of(COUNTS)), failed)?;
+    let counts = fetch(conn, &crate::core::schema::counts_rows(&place.of(COUNTS)), failed)?;
     let mut groups = Vec::new();
     for (batch, is_mart) in mart.iter().map(|b| (b, true)).chain(counts.iter().map(|b| (b, false))) {
         let company: &StringArray = column(batch, 0)?;
@@ -319,9 +322,9 @@ fn fold_changes(
             }
         }
     }
-    current.fold(&delta).map_err(|broken| Error::DuckDb {
-        context: "serving_refresh".into(),
-        message: format!(
+    current.fold(&delta).map_err(|broken| Error::Refused {
+        function: "serving_refresh",
+        problem: format!(
             "{broken} mart group(s) would have a negative order count: fct_orders or {COUNTS} was changed \
              outside streamhouse; run serving_build to rebuild"
         ),
@@ -379,12 +382,12 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
         let (fact, next) = (place.of(FACT), place.of(COMPACTED_FACT));
         conn.execute_batch(&format!(
             "{}; INSERT INTO {next} SELECT * FROM {fact}; DROP TABLE {fact}; ALTER TABLE {next} RENAME TO {FACT}",
-            crate::schema::fact_ddl(&next)
+            crate::core::schema::fact_ddl(&next)
         ))
         .map_err(|e| Error::duckdb("serving_refresh: compacting fct_orders", &e))?;
         dead_rows = 0;
     }
-    s.elapsed_ms = serving::elapsed_ms(started);
+    s.elapsed_ms = layer::elapsed_ms(started);
     Ok(Applied { summary: s, generation, mart: Warm { mart: next, dead_rows } })
 }
 
@@ -400,7 +403,7 @@ pub fn warm(conn: &Connection) {
         typed("order_day", "DATE"),
         typed("revenue", "BIGINT"),
     ];
-    let Ok(columns) = crate::schema::match_columns("(warm-up)", &described) else { return };
+    let Ok(columns) = crate::core::schema::match_columns("(warm-up)", &described) else { return };
     let src = ResolvedSource {
         raw: "(warm-up)".into(),
         relation: "(SELECT NULL::BIGINT AS order_id, NULL::VARCHAR AS company, NULL::DATE AS order_day, \
@@ -424,17 +427,24 @@ pub fn warm(conn: &Connection) {
     }
 }
 
-/// `deleted` is what `deleted :=` says marks a deleted order (None: the default, see
-/// `schema::delete_flag`).
-pub fn refresh(conn: &Connection, raw: &str, access: &Access, deleted: Option<&str>) -> Result<RefreshSummary> {
+/// Applies the changes inside `tx`, left open for the caller to commit. `deleted` is what
+/// `deleted :=` says marks a deleted order (None: the default, see `schema::delete_flag`).
+pub fn refresh(
+    conn: &Connection,
+    raw: &str,
+    access: &Access,
+    deleted: Option<&str>,
+    tx: &mut Transaction,
+) -> Result<RefreshSummary> {
     let started = Instant::now();
-    serving::refuse_read_only(conn, "serving_refresh")?;
-    let src = serving::resolve_changes(conn, raw, access, deleted)?;
-    let applied = in_transaction(conn, || apply(conn, &src, src.lake_snapshot, started))
-        .map_err(|e| serving::explain_load_failure(conn, e))?;
+    layer::refuse_read_only(conn, "serving_refresh")?;
+    let src = layer::resolve_changes(conn, raw, access, deleted)?;
+    let applied = tx
+        .run(conn, || apply(conn, &src, src.lake_snapshot, started))
+        .map_err(|e| layer::explain_load_failure(conn, e))?;
     // Cached only once committed: a rolled-back refresh's generation number is used again.
     let (generation, mart) = (applied.generation, applied.mart);
-    serving::after_commit(conn, move |_| remember_mart(generation, mart));
+    tx.after_commit(conn, move |_| remember_mart(generation, mart));
     Ok(applied.summary)
 }
 
@@ -459,7 +469,7 @@ pub fn reconcile(conn: &Connection) -> Result<(Vec<Difference>, Option<i64>)> {
         let failed = |e: duckdb::Error| Error::duckdb("serving_reconcile", &e);
         let generation: Option<i64> =
             conn.query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get(0)).map_err(failed)?;
-        let mut stmt = conn.prepare(&crate::schema::reconcile_sql()).map_err(failed)?;
+        let mut stmt = conn.prepare(&crate::core::schema::reconcile_sql()).map_err(failed)?;
         let diffs = stmt
             .query_map([], |r| {
                 Ok(Difference {
@@ -494,7 +504,7 @@ pub struct Reconciled {
 /// Stores a reconcile's outcome in serving_meta, unless the layer has moved on since.
 pub fn record_reconcile(conn: &Connection, r: Reconciled) -> Result<()> {
     // Checking needs only reads: on a read-only database the outcome stays in memory.
-    if serving::read_only(conn) {
+    if layer::read_only(conn) {
         return Ok(());
     }
     conn.execute(

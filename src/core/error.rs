@@ -1,4 +1,6 @@
-//! One error type for the whole extension.
+//! One error type for the whole extension, by kind: a refusal of a value or of the database's
+//! state (most variants), a sandbox denial (`Denied`), an internal invariant (`Internal`),
+//! DuckDB's own error (`DuckDb`), a lake error (`Lake`). Depends on nothing else in the crate.
 //!
 //! Every message starts with the SQL function that failed and names the offending value, so
 //! a user reading it in the CLI knows what to fix without reading our code.
@@ -27,13 +29,22 @@ pub enum Error {
     BadIdentifier { function: &'static str, name: String, reason: String },
     /// A Paimon table could not be opened or read.
     Lake { function: &'static str, path: String, problem: String },
+    /// DuckDB's file sandbox (`enable_external_access`, `allowed_directories`, `allowed_paths`)
+    /// forbids the path; `problem` names the settings.
+    Denied { function: &'static str, path: String, problem: String },
+    /// Something streamhouse relies on did not hold (an unexpected Arrow type, a thread that
+    /// could not start); `problem` says what.
+    Internal { function: String, problem: String },
+    /// An error of the shared source and lake code, reported by the SQL function that ran it
+    /// (its message's "serving" replaced by the function's name); the cause is `inner`.
+    InFunction { function: String, inner: Box<Error> },
     /// The extension's own connection is gone (the database is being closed).
     Closed,
     /// Another build/refresh/follow apply held the writer connection for longer than we wait.
     Busy { function: String, waited: std::time::Duration },
     /// Loading the source failed inside the build transaction. `probes` are queries that find
     /// the offending row; they can only run after the rollback (the transaction is aborted).
-    LoadFailed { source: String, message: String, probes: Vec<(String, crate::schema::Probe)> },
+    LoadFailed { source: String, message: String, probes: Vec<(String, Probe)> },
     /// DuckDB reported an error while running our SQL; `context` says what we were doing.
     DuckDb { context: String, message: String },
     /// The call is refused as it stands (the database's state, not a value, is the problem);
@@ -107,9 +118,14 @@ impl fmt::Display for Error {
                 let name_ = shown(name);
                 write!(f, "{function}: invalid table name '{name_}': {reason}")
             }
-            Error::Lake { function, path, problem } => {
+            Error::Lake { function, path, problem } | Error::Denied { function, path, problem } => {
                 let path_ = shown(path);
                 write!(f, "{function}: Paimon table '{path_}': {problem}")
+            }
+            Error::Internal { function, problem } => write!(f, "{}: {}", shown_long(function), shown_long(problem)),
+            Error::InFunction { function, inner } => {
+                let message = inner.to_string();
+                write!(f, "{function}: {}", message.strip_prefix("serving: ").unwrap_or(&message))
             }
             Error::Closed => write!(
                 f,
@@ -132,7 +148,33 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::InFunction { inner, .. } => Some(inner.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+/// A query that finds the row a failed load choked on; it can run only after the rollback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// NULL in this serving column; the query returns (smallest order_id, count).
+    Null(&'static str),
+    /// A value that does not convert; the query returns (order_id, value).
+    BadValue(&'static str),
+}
+
+impl Probe {
+    pub fn message(self, first: &str, second: &str) -> String {
+        match self {
+            Probe::Null("order_id") => format!("order_id is NULL in {second} row(s); every order needs its key"),
+            Probe::Null(col) => format!("{col} is NULL in {second} row(s), e.g. order_id {first}"),
+            Probe::BadValue(problem) => format!("value '{second}' (order_id {first}): {problem}"),
+        }
+    }
+}
 
 /// Whether a source string is a path or URL rather than a table name.
 fn names_a_file(source: &str) -> bool {
@@ -163,13 +205,16 @@ impl Error {
     /// lake code (which does not know which function runs it) starts with that function's name
     /// instead of "serving".
     pub fn in_function(self, function: &str) -> Error {
-        let message = self.to_string();
-        match message.strip_prefix("serving: ") {
-            Some(rest) if function != "serving" => {
-                Error::DuckDb { context: function.to_string(), message: rest.to_string() }
-            }
-            _ => self,
+        if function != "serving" && self.to_string().starts_with("serving: ") {
+            Error::InFunction { function: function.to_string(), inner: Box::new(self) }
+        } else {
+            self
         }
+    }
+
+    /// An internal invariant that did not hold, in `function`.
+    pub fn internal(function: impl Into<String>, problem: impl Into<String>) -> Self {
+        Error::Internal { function: function.into(), problem: problem.into() }
     }
 
     pub fn duckdb(context: impl Into<String>, e: &duckdb::Error) -> Self {

@@ -14,14 +14,16 @@ use std::time::{Duration, Instant};
 
 use duckdb::Connection;
 
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
 use crate::lake::{Access, LakeOptions, LakeTable};
-use crate::refresh;
-use crate::sandbox::Sandbox;
-use crate::schema::META;
-use crate::serving::now_micros;
-use crate::session::Session;
-use crate::source::Origin;
+use crate::serving::refresh;
+use crate::core::sandbox::Sandbox;
+use crate::core::schema::META;
+use crate::serving::layer::now_micros;
+use crate::host::session::Session;
+use crate::host::transaction::Transaction;
+use crate::serving::state::Database;
+use crate::core::source::Origin;
 
 /// The longest pause between retries after failed applies.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -78,16 +80,16 @@ impl Drop for Follower {
 /// The source of the serving layer, and the snapshot it reflects.
 fn built_from(conn: &Connection) -> Result<(Option<String>, Option<i64>)> {
     conn.query_row(&format!("SELECT source, lake_snapshot FROM {META}"), [], |r| Ok((r.get(0)?, r.get(1)?)))
-        .map_err(|e| crate::serving::not_built("serving_follow", e))
+        .map_err(|e| crate::serving::layer::not_built("serving_follow", e))
 }
 
 /// Checks that the layer was built from the Paimon table `source` names; returns its path.
 pub fn check_source(conn: &Connection, source: &str, access: &Access) -> Result<String> {
-    let refuse = |why: String| Error::DuckDb { context: "serving_follow".into(), message: why };
+    let refuse = |why: String| Error::Refused { function: "serving_follow", problem: why };
     let path = match Origin::of(source, &access.sandbox) {
         Ok(Origin::Lake(path)) => path,
         // The sandbox's refusal stands as it is; anything else is simply not a lake source.
-        Err(denied @ Error::Lake { .. }) => return Err(denied),
+        Err(denied @ Error::Denied { .. }) => return Err(denied),
         _ => return Err(refuse(format!("'{source}' is not a Paimon table (use paimon:<table directory>)"))),
     };
     LakeTable::open("serving_follow", &path, access)?;
@@ -111,7 +113,18 @@ fn apply_once(conn: &Connection, source: &str, path: &str, options: &LakeOptions
     if latest.is_none() || latest <= applied {
         return Ok(None);
     }
-    Ok(refresh::refresh(conn, source, &access, None)?.lake_snapshot)
+    let mut tx = Transaction::new();
+    let applied = refresh::refresh(conn, source, &access, None, &mut tx);
+    match applied {
+        Ok(summary) => {
+            tx.commit(conn)?;
+            Ok(summary.lake_snapshot)
+        }
+        Err(e) => {
+            tx.rollback(conn);
+            Err(e)
+        }
+    }
 }
 
 /// Sleeps `pause` in short slices, returning false as soon as the follower should end.
@@ -186,10 +199,7 @@ pub fn start(
                 };
             }
         })
-        .map_err(|e| Error::DuckDb {
-            context: "serving_follow".into(),
-            message: format!("cannot start the follower thread: {e}"),
-        })?;
+        .map_err(|e| Error::internal("serving_follow", format!("cannot start the follower thread: {e}")))?;
     Ok(Follower { source, every, stop, progress, thread: Some(thread) })
 }
 
@@ -225,8 +235,8 @@ pub fn same_table(a: &str, b: &str) -> bool {
 
 /// The source of the running follower, if one runs and it follows something other than
 /// `source` (a build from `source` would leave it applying another table's changes).
-pub fn followed_elsewhere(session: &Session, source: &str, sandbox: &Sandbox) -> Option<String> {
-    let guard = session.follower.lock().unwrap_or_else(|p| p.into_inner());
+pub fn followed_elsewhere(db: &Database, source: &str, sandbox: &Sandbox) -> Option<String> {
+    let guard = db.follower();
     let followed = guard.as_ref()?;
     let same = match (Origin::lake_path(&followed.source, sandbox), Origin::lake_path(source, sandbox)) {
         (Some(a), Some(b)) => same_table(&a, &b),
@@ -237,9 +247,9 @@ pub fn followed_elsewhere(session: &Session, source: &str, sandbox: &Sandbox) ->
 
 /// Stops the running follower if it still follows `source` (one started since is left alone);
 /// waits for an apply in progress, so never call it from the follower's own thread.
-pub fn stop(session: &Session, source: &str) {
+pub fn stop(db: &Database, source: &str) {
     let old = {
-        let mut guard = session.follower.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = db.follower();
         match guard.as_ref() {
             Some(f) if f.source == source => guard.take(),
             _ => None,

@@ -6,7 +6,7 @@ use duckdb::ffi::duckdb_string_t;
 use duckdb::types::DuckString;
 use duckdb::vtab::arrow::WritableVector;
 
-use crate::error::Result;
+use crate::core::error::Result;
 
 /// `VScalar::invoke` mapping each row through `f` (see `map_rows`). duckdb-rs 1.4 declares
 /// `invoke` unsafe and newer ones safe; the body is the same.
@@ -18,7 +18,7 @@ macro_rules! invoke_rows {
             input: &mut DataChunkHandle,
             output: &mut dyn WritableVector,
         ) -> Result<(), Box<dyn std::error::Error>> {
-            super::guarded(|| super::scalar::map_rows(input, output, $f))
+            $crate::functions::glue::guarded(|| $crate::functions::glue::scalar::map_rows(input, output, $f))
         }
 
         #[cfg(duckdb14)]
@@ -27,7 +27,7 @@ macro_rules! invoke_rows {
             input: &mut DataChunkHandle,
             output: &mut dyn WritableVector,
         ) -> Result<(), Box<dyn std::error::Error>> {
-            super::guarded(|| super::scalar::map_rows(input, output, $f))
+            $crate::functions::glue::guarded(|| $crate::functions::glue::scalar::map_rows(input, output, $f))
         }
     };
 }

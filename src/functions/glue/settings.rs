@@ -9,7 +9,7 @@
 
 use duckdb::vtab::BindInfo;
 
-use crate::sandbox::Sandbox;
+use crate::core::sandbox::Sandbox;
 
 /// A sandbox that could not be read counts as locked down, never as open.
 fn locked_down() -> Sandbox {
@@ -44,7 +44,7 @@ mod imp {
         bind.get_config_option("threads").map(|v| v.to_int64())
     }
 
-    pub fn check_source_name(_: &BindInfo, _: &'static str, _: &'static str, _: &str) -> crate::error::Result<()> {
+    pub fn check_source_name(_: &BindInfo, _: &'static str, _: &'static str, _: &str) -> crate::core::error::Result<()> {
         Ok(())
     }
 }
@@ -52,19 +52,19 @@ mod imp {
 #[cfg(duckdb14)]
 mod imp {
     use super::*;
-    use crate::error::{Error, Result};
-    use crate::session::{Role, SharedSession};
+    use crate::core::error::{Error, Result};
+    use crate::serving::state::SharedDatabase;
 
     /// Runs `f` on a reader connection of the session the function was registered with.
     fn on_reader<R>(bind: &BindInfo, f: impl FnOnce(&duckdb::Connection) -> Result<R>) -> Option<R> {
-        let info = bind.get_extra_info::<SharedSession>();
+        let info = bind.get_extra_info::<SharedDatabase>();
         if info.is_null() {
             return None;
         }
-        // SAFETY: every table function is registered with a `SharedSession` as extra info
+        // SAFETY: every table function is registered with a `SharedDatabase` as extra info
         // (functions::register_all), which DuckDB keeps alive as long as the function exists.
-        let session: &SharedSession = unsafe { &*info };
-        session.with(Role::Reader, "streamhouse: reading settings", "", f).ok()
+        let db: &SharedDatabase = unsafe { &*info };
+        db.session.read("", f).ok()
     }
 
     pub fn search_path(_bind: &BindInfo) -> String {
@@ -79,8 +79,8 @@ mod imp {
         parameter: &'static str,
         source: &str,
     ) -> Result<()> {
-        let parts = match crate::source::Source::parse(source) {
-            Ok(crate::source::Source::Table(parts)) if parts.len() == 1 => parts,
+        let parts = match crate::core::source::Source::parse(source) {
+            Ok(crate::core::source::Source::Table(parts)) if parts.len() == 1 => parts,
             _ => return Ok(()),
         };
         let places = on_reader(bind, |conn| {
@@ -138,7 +138,7 @@ pub fn check_source_name(
     function: &'static str,
     parameter: &'static str,
     source: &str,
-) -> crate::error::Result<()> {
+) -> crate::core::error::Result<()> {
     imp::check_source_name(bind, function, parameter, source)
 }
 
@@ -162,11 +162,8 @@ pub trait ValueExt {
 #[cfg(duckdb14)]
 impl ValueExt for duckdb::vtab::Value {
     fn is_null(&self) -> bool {
-        const _: () = assert!(size_of::<duckdb::vtab::Value>() == size_of::<duckdb::ffi::duckdb_value>());
-        // SAFETY: `Value` wraps exactly one `duckdb_value` pointer (asserted above), borrowed here.
-        unsafe {
-            let raw = *(self as *const duckdb::vtab::Value as *const duckdb::ffi::duckdb_value);
-            raw.is_null() || duckdb::ffi::duckdb_is_null_value(raw)
-        }
+        let raw = super::rows::raw_value(self);
+        // SAFETY: `raw` is live while `self` is borrowed.
+        raw.is_null() || unsafe { duckdb::ffi::duckdb_is_null_value(raw) }
     }
 }

@@ -10,13 +10,14 @@ use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 use duckdb::Connection;
 
 #[cfg(duckdb14)]
-use super::host::ValueExt;
+use super::settings::ValueExt;
 use super::rows::{self, Call, Cell, Ctx, DayRevenueRows, Rows};
 use super::{dashboard_args, lake_batches};
-use crate::dashboard::DashboardQuery;
-use crate::error::Result;
-use crate::serving::DayRevenue;
-use crate::session::Role;
+use crate::core::dashboard::DashboardQuery;
+use crate::core::error::{Error, Result};
+use crate::host::transaction::Transaction;
+use crate::serving::layer::DayRevenue;
+use crate::host::session::Role;
 
 /// A table function returning materialized rows.
 pub trait RowsFunction {
@@ -33,7 +34,17 @@ pub trait RowsFunction {
     /// Whether the function asks the dashboard's question and so takes its named parameters
     /// (`top`, `from_day`, `to_day`, `grain`: `dashboard_args`), checked into `Call::dashboard`.
     const DASHBOARD: bool = false;
-    fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>>;
+    /// A reader's rows (`ROLE` = Reader).
+    fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
+        let _ = ctx;
+        Err(Error::internal(Self::NAME, "has no reader body"))
+    }
+    /// A writer's rows (`ROLE` = Writer): its changes made in `tx` and left open there, committed
+    /// when DuckDB first pulls the rows (rolled back if it never does).
+    fn write(ctx: &Ctx, tx: &mut Transaction) -> Result<Vec<Vec<Cell>>> {
+        let _ = (ctx, tx);
+        Err(Error::internal(Self::NAME, "has no writer body"))
+    }
 }
 
 /// A per-company (order_day, revenue) function, emitted column-wise (the dashboard hot path).
@@ -74,9 +85,9 @@ impl<F: RowsFunction> VTab for Table<F> {
 
     fn init(init: &InitInfo) -> std::result::Result<Rows, Box<dyn std::error::Error>> {
         super::guarded(|| match F::ROLE {
-            Role::Reader => Ok(Rows::new(rows::run(init, F::ROLE, F::NAME, F::rows)?)),
+            Role::Reader => Ok(Rows::new(rows::run(init, F::NAME, F::rows)?)),
             Role::Writer => {
-                let (rows, lease) = rows::run_writer(init, F::NAME, F::rows)?;
+                let (rows, lease) = rows::run_writer(init, F::NAME, F::write)?;
                 Ok(Rows::with_lease(rows, lease))
             }
         })
@@ -125,7 +136,7 @@ impl<F: CompanyFunction> VTab for PerCompany<F> {
 
     fn init(init: &InitInfo) -> std::result::Result<DayRevenueRows, Box<dyn std::error::Error>> {
         super::guarded(|| {
-            Ok(DayRevenueRows::new(rows::run(init, Role::Reader, F::NAME, |ctx| {
+            Ok(DayRevenueRows::new(rows::run(init, F::NAME, |ctx| {
                 F::query(ctx.conn, &ctx.call.arg, &ctx.call.dashboard)
             })?))
         })

@@ -13,7 +13,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
 
 /// The caller's sandbox settings at bind time.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,7 +23,7 @@ pub struct Sandbox {
     pub allowed_paths: Vec<String>,
 }
 
-use crate::lake::is_remote;
+use crate::core::location::{is_remote, local_path, without_userinfo, MAX_PATH};
 
 /// Symlinks followed in one resolution before giving up (the kernel's own limit is 40).
 const MAX_LINKS: usize = 40;
@@ -72,11 +72,6 @@ fn resolve_within(path: &Path, links_left: usize) -> PathBuf {
         }
     }
     real
-}
-
-/// A local path as the file system sees it (`file://` dropped, as DuckDB's readers do).
-pub fn local_path(path: &str) -> &str {
-    path.strip_prefix("file://").or_else(|| path.strip_prefix("file:")).unwrap_or(path)
 }
 
 impl Default for Sandbox {
@@ -140,7 +135,7 @@ impl Sandbox {
         if self.external_access {
             return true;
         }
-        if path.len() > crate::lake::MAX_PATH {
+        if path.len() > MAX_PATH {
             return false;
         }
         if is_remote(path) {
@@ -152,8 +147,8 @@ impl Sandbox {
 
     /// The error DuckDB's readers give, naming the setting and what is allowed.
     pub fn denied(&self, function: &'static str, path: &str) -> Error {
-        let shown: String = crate::lake::without_userinfo(path).chars().take(512).collect();
-        Error::Lake {
+        let shown: String = without_userinfo(path).chars().take(512).collect();
+        Error::Denied {
             function,
             path: shown.clone(),
             problem: format!(
@@ -177,7 +172,7 @@ impl Sandbox {
             return if self.permits_remote(dir, false) { Ok(()) } else { Err(self.denied(function, dir)) };
         }
         let local = local_path(dir);
-        if local.len() > crate::lake::MAX_PATH
+        if local.len() > MAX_PATH
             || local.contains('\0')
             || !self.inside_allowed_directory(&resolve(Path::new(local)))
         {

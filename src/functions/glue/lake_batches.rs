@@ -10,11 +10,11 @@ use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{record_batch_to_duckdb_data_chunk, to_duckdb_logical_type, BindInfo, Value};
 
 #[cfg(duckdb14)]
-use super::host::ValueExt;
-use crate::error::{Error, Result};
+use super::settings::ValueExt;
+use crate::core::error::{Error, Result};
 use crate::lake::LakeOptions;
 
-const CHUNK: usize = 2048;
+use crate::core::VECTOR_SIZE as CHUNK;
 
 /// The `path` argument (the first, VARCHAR) of a lake function.
 pub fn path_param(bind: &BindInfo, function: &'static str) -> Result<String> {
@@ -43,10 +43,8 @@ pub fn options_param(bind: &BindInfo, function: &'static str) -> Result<LakeOpti
     let Some(v) = bind.get_named_parameter(OPTIONS).filter(|v| !v.is_null()) else {
         return Ok(LakeOptions::default());
     };
-    const _: () = assert!(size_of::<Value>() == size_of::<duckdb::ffi::duckdb_value>());
-    // SAFETY: `Value` wraps exactly one `duckdb_value` pointer (asserted above), borrowed here;
-    // each key/value handle DuckDB returns is owned by a `Value` that destroys it.
-    let raw = unsafe { *(&v as *const Value as *const duckdb::ffi::duckdb_value) };
+    // Each key/value handle DuckDB returns below is owned by a `Value` that destroys it.
+    let raw = super::rows::raw_value(&v);
     let bad = |problem: String| Error::BadArgument { function, parameter: OPTIONS, value: "MAP {…}".into(), problem };
     let size = unsafe { duckdb::ffi::duckdb_get_map_size(raw) };
     let mut pairs = Vec::new();
@@ -69,7 +67,7 @@ pub fn options_param(bind: &BindInfo, function: &'static str) -> Result<LakeOpti
         let known: Vec<String> = crate::lake::S3_KEYS.iter().map(|k| format!("s3.{k}")).collect();
         return Err(bad(format!(
             "unknown option key '{}' (a misspelt key would be ignored by the storage); the keys are {}",
-            crate::error::shown(key),
+            crate::core::error::shown(key),
             known.join(", ")
         )));
     }
@@ -79,26 +77,23 @@ pub fn options_param(bind: &BindInfo, function: &'static str) -> Result<LakeOpti
 /// Declares one DuckDB column per Arrow field.
 pub fn declare(bind: &BindInfo, function: &'static str, schema: &duckdb::arrow::datatypes::Schema) -> Result<()> {
     if schema.fields().is_empty() {
-        return Err(Error::DuckDb {
-            context: function.into(),
-            message: "the Paimon table's schema has no columns".into(),
-        });
+        return Err(Error::Refused { function, problem: "the Paimon table's schema has no columns".into() });
     }
     for field in schema.fields() {
         if let DataType::Decimal128(width, _) | DataType::Decimal256(width, _) = field.data_type() {
             if *width > 38 {
-                return Err(Error::DuckDb {
-                    context: function.into(),
-                    message: format!(
+                return Err(Error::Refused {
+                    function,
+                    problem: format!(
                         "column '{}' is DECIMAL({width}, ...): DuckDB's DECIMAL holds at most 38 digits",
                         field.name()
                     ),
                 });
             }
         }
-        let ty = to_duckdb_logical_type(field.data_type()).map_err(|e| Error::DuckDb {
-            context: function.into(),
-            message: format!("column '{}' has a type DuckDB cannot hold ({}): {e}", field.name(), field.data_type()),
+        let ty = to_duckdb_logical_type(field.data_type()).map_err(|e| Error::Refused {
+            function,
+            problem: format!("column '{}' has a type DuckDB cannot hold ({}): {e}", field.name(), field.data_type()),
         })?;
         bind.add_result_column(field.name(), ty);
     }

@@ -4,10 +4,10 @@
 //! (qualified) table or view name, or a file path / glob DuckDB reads itself. Anything else is
 //! refused, so a source string can never carry SQL of its own.
 
-use crate::error::{Error, Result};
-use crate::lake::is_remote;
-use crate::quote;
-use crate::sandbox::Sandbox;
+use crate::core::error::{Error, Result};
+use crate::core::location::{is_remote, local_path};
+use crate::core::quote;
+use crate::core::sandbox::Sandbox;
 
 /// Where a source's rows come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +45,7 @@ impl Origin {
         Source::parse(raw).map(Origin::Relation).map_err(|e| match e {
             // A path with no file extension: say what is there (where the sandbox lets us look).
             Error::BadSource { source, .. } if looks_like_path(s) && format_of(s).is_none() && sandbox.permits(s) => {
-                let p = std::path::Path::new(crate::sandbox::local_path(s));
+                let p = std::path::Path::new(local_path(s));
                 let what = if p.is_dir() {
                     "it is a directory but not a Paimon table (it has no schema/ subdirectory)"
                 } else if p.exists() {

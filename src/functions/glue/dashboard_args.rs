@@ -6,10 +6,10 @@ use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, Value};
 
 #[cfg(duckdb14)]
-use super::host::ValueExt;
+use super::settings::ValueExt;
 use super::rows;
-use crate::dashboard::{DashboardQuery, DayArg};
-use crate::error::{Error, Result};
+use crate::core::dashboard::{DashboardQuery, DayArg};
+use crate::core::error::{Error, Result};
 
 const NAMED: [(&str, LogicalTypeId); 4] = [
     ("top", LogicalTypeId::Integer),

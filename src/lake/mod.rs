@@ -29,22 +29,16 @@ use paimon::table::DataSplit;
 use paimon::table::SchemaManager;
 use paimon::{IncrementalScanMode, Table};
 
-use crate::error::{Error, Result};
-use crate::sandbox::Sandbox;
+use crate::core::error::{Error, Result};
+use crate::core::location::{is_remote, local_path, without_url_credentials, without_userinfo, MAX_PATH};
+use crate::core::sandbox::Sandbox;
 
-/// Linux's PATH_MAX: no longer path can be opened, so none is worth resolving.
-pub const MAX_PATH: usize = 4096;
 /// Paimon's JSON metadata (schemas, snapshots, hints) is small; paimon-rust reads such a file
 /// whole, so a runaway one (a device, a huge file) is refused before it can exhaust memory.
 const MAX_METADATA_BYTES: u64 = 64 << 20;
 /// A metadata call against object storage that has not answered by then will not: an endpoint
 /// that swallows packets must give an error, not hang the user's statement.
 const REMOTE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Whether `path` names object storage rather than the local filesystem.
-pub fn is_remote(path: &str) -> bool {
-    path.find("://").is_some_and(|i| i > 1 && !path[..i].eq_ignore_ascii_case("file"))
-}
 
 /// Storage options for a table: Paimon's own keys (`s3.endpoint`, `s3.access-key`, ...), as
 /// given by the `options := MAP {...}` parameter, completed from the standard AWS environment
@@ -160,48 +154,6 @@ impl LakeOptions {
 pub struct Access {
     pub sandbox: Sandbox,
     pub options: LakeOptions,
-}
-
-/// `scheme://user:password@host/...` shown without its user info.
-pub fn without_userinfo(path: &str) -> String {
-    let Some(i) = path.find("://") else { return path.to_string() };
-    let rest = &path[i + 3..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{}://***@{}", &path[..i], &rest[at + 1..]),
-        None => path.to_string(),
-    }
-}
-
-/// Every URL in a message with its credentials replaced: the user info of
-/// `scheme://user:password@host`, and the query string (an endpoint such as
-/// `https://host/?token=...` carries one there). A storage error may quote either back.
-fn without_url_credentials(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find("://") {
-        out.push_str(&rest[..i + 3]);
-        rest = &rest[i + 3..];
-        // User info may hold any character but '/' and whitespace: it ends with the authority.
-        let authority_end = rest.find(|c: char| c == '/' || c.is_whitespace()).unwrap_or(rest.len());
-        if let Some(at) = rest[..authority_end].rfind('@') {
-            out.push_str("***@");
-            rest = &rest[at + 1..];
-        }
-        let end =
-            rest.find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ')' | '>' | ',')).unwrap_or(rest.len());
-        let url = &rest[..end];
-        match url.find('?') {
-            Some(q) => {
-                out.push_str(&url[..q]);
-                out.push_str("?***");
-            }
-            None => out.push_str(url),
-        }
-        rest = &rest[end..];
-    }
-    out.push_str(rest);
-    out
 }
 
 /// Where a lake error happened: the SQL function, the table as the user named it, and the
@@ -412,7 +364,7 @@ impl LakeTable {
             }
             (path.trim_end_matches('/').to_string(), None)
         } else {
-            Self::check_local(&place, crate::sandbox::local_path(path))?
+            Self::check_local(&place, local_path(path))?
         };
         let props = options.storage_props(path);
         let table = place
@@ -591,7 +543,7 @@ impl LakeTable {
             // Batches of DuckDB's vector size (paimon-rust's default is 1024): each chunk DuckDB
             // pulls is full, with half the per-batch overheads.
             if !pinned.schema().options().contains_key("read.batch-size") {
-                pinned = pinned.copy_with_options(HashMap::from([("read.batch-size".to_string(), "2048".to_string())]));
+                pinned = pinned.copy_with_options(HashMap::from([("read.batch-size".to_string(), crate::core::VECTOR_SIZE.to_string())]));
             }
             let mut rb = pinned.new_read_builder();
             if let Some(filter) = &filter {
@@ -875,20 +827,6 @@ fn run_stream<T>(
 mod tests {
     use super::*;
 
-    #[test]
-    fn userinfo_never_shown() {
-        assert_eq!(without_userinfo("s3://key:secret@bucket/t"), "s3://***@bucket/t");
-        assert_eq!(
-            without_url_credentials("endpoint \"https://h:9/?token=abc&x=1\" failed; see http://a/b"),
-            "endpoint \"https://h:9/?***\" failed; see http://a/b"
-        );
-        assert_eq!(
-            without_url_credentials("url: http://u:p4ss@127.0.0.1:9000/b?x=1 and s3://b/t"),
-            "url: http://***@127.0.0.1:9000/b?*** and s3://b/t"
-        );
-        assert_eq!(without_url_credentials("no urls, a@b"), "no urls, a@b");
-        assert_eq!(without_url_credentials("at http://u:p,w@h/x, then"), "at http://***@h/x, then");
-    }
 
     #[test]
     fn options_hide_secrets_and_default_to_path_style_locally() {

@@ -6,8 +6,8 @@
 
 use duckdb::types::Value;
 
-use crate::error::{Error, Result};
-use crate::schema::{FACT, MART};
+use crate::core::error::{Error, Result};
+use crate::core::schema::{FACT, MART};
 
 /// How days are grouped into the periods the dashboard ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

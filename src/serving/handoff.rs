@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use duckdb::arrow::record_batch::RecordBatch;
 
-use crate::delta::Mart;
+use crate::core::mart::Mart;
 
 pub const FUNCTION: &str = "__streamhouse_handoff";
 

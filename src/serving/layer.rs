@@ -10,13 +10,14 @@ use duckdb::arrow::datatypes::DataType;
 use duckdb::types::ValueRef;
 use duckdb::Connection;
 
-use crate::dashboard::DashboardQuery;
-use crate::dupcheck;
-use crate::error::{clean_duckdb_message, Error, Result};
+use crate::core::dashboard::DashboardQuery;
+use crate::core::dupcheck;
+use crate::core::error::{clean_duckdb_message, Error, Result};
+use crate::host::transaction::Transaction;
 use crate::lake::{Access, LakeTable};
-use crate::quote;
-use crate::schema::{self, Place, SourceColumns, FACT, MART, META};
-use crate::source::{Origin, Source};
+use crate::core::quote;
+use crate::core::schema::{self, Place, SourceColumns, FACT, MART, META};
+use crate::core::source::{Origin, Source};
 
 /// The one row serving_build returns.
 #[derive(Debug, Clone, Default)]
@@ -29,71 +30,6 @@ pub struct BuildSummary {
     pub source: String,
     pub lake_snapshot: Option<i64>,
     pub elapsed_ms: f64,
-}
-
-/// Work to do once a transaction has committed (e.g. caching the mart it wrote).
-pub type AfterCommit = Box<dyn FnOnce(&Connection) + Send>;
-
-/// A statement whose COMMIT is deferred: whether its transaction is still open, and what to do
-/// once it commits.
-#[derive(Default)]
-pub struct Deferred {
-    pub open: bool,
-    pub after_commit: Vec<AfterCommit>,
-}
-
-thread_local! {
-    /// Set while a writer function's work runs in `init` with its COMMIT deferred to the first
-    /// `func` call (session::Lease): if the caller's statement is interrupted in between, DuckDB
-    /// never pulls the result and the work is rolled back instead of committed behind its back.
-    static DEFERRED: std::cell::RefCell<Option<Deferred>> = const { std::cell::RefCell::new(None) };
-}
-
-/// Runs `work` with the COMMIT of its (single) transaction deferred; returns its outcome and
-/// what was deferred.
-pub fn deferring_commit<R>(work: impl FnOnce() -> R) -> (R, Deferred) {
-    DEFERRED.with(|d| *d.borrow_mut() = Some(Deferred::default()));
-    let out = work();
-    let deferred = DEFERRED.with(|d| d.borrow_mut().take()).unwrap_or_default();
-    (out, deferred)
-}
-
-/// Runs `action` now, or after the deferred COMMIT when one is pending on this thread.
-pub fn after_commit(conn: &Connection, action: impl FnOnce(&Connection) + Send + 'static) {
-    let mut action = Some(action);
-    DEFERRED.with(|d| {
-        if let Some(deferred) = d.borrow_mut().as_mut().filter(|d| d.open) {
-            deferred.after_commit.push(Box::new(action.take().expect("taken once")));
-        }
-    });
-    if let Some(action) = action {
-        action(conn);
-    }
-}
-
-/// Runs `f` inside BEGIN/COMMIT; any error rolls everything back. Under `deferring_commit`
-/// the transaction is left open on success, for the caller's lease to commit.
-pub fn in_transaction<R>(conn: &Connection, f: impl FnOnce() -> Result<R>) -> Result<R> {
-    conn.execute_batch("BEGIN TRANSACTION").map_err(|e| Error::duckdb("streamhouse: BEGIN", &e))?;
-    match f() {
-        Ok(v) => {
-            let deferred = DEFERRED.with(|d| d.borrow_mut().as_mut().map(|d| d.open = true).is_some());
-            if deferred {
-                return Ok(v);
-            }
-            match conn.execute_batch("COMMIT") {
-                Ok(()) => Ok(v),
-                Err(e) => {
-                    let _ = conn.execute_batch("ROLLBACK");
-                    Err(Error::duckdb("streamhouse: COMMIT failed, nothing was changed", &e))
-                }
-            }
-        }
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            Err(e)
-        }
-    }
 }
 
 /// `(name, type)` of every column of a relation, or SourceNotFound.
@@ -203,7 +139,7 @@ fn boolean_expression(conn: &Connection, src: &ResolvedSource, expr: &str) -> Re
 /// A FIFO as a source would block DuckDB's reader forever (and a device never ends): refuse
 /// anything but a regular file, before DuckDB opens it. Globs and paths the sandbox forbids are
 /// left to DuckDB (which matches only files, or refuses with its own message).
-fn refuse_special_file(raw: &str, path: &str, sandbox: &crate::sandbox::Sandbox) -> Result<()> {
+fn refuse_special_file(raw: &str, path: &str, sandbox: &crate::core::sandbox::Sandbox) -> Result<()> {
     if path.contains(['*', '?', '[']) || path.contains("://") || !sandbox.permits(path) {
         return Ok(());
     }
@@ -261,9 +197,9 @@ fn resolve_lake(
         schema.fields().iter().map(|f| (f.name().clone(), duckdb_type_name(f.data_type()))).collect();
     let mut columns = schema::match_columns(raw, &described)?;
     let since = if allow_deleted { built_lake_snapshot(conn, path, access)? } else { None };
-    let arrow_failed = |e: duckdb::arrow::error::ArrowError| Error::DuckDb {
-        context: format!("serving: staging Paimon table '{path}'"),
-        message: e.to_string(),
+    let arrow_failed = |e: duckdb::arrow::error::ArrowError| Error::Internal {
+        function: format!("serving: staging Paimon table '{path}'"),
+        problem: e.to_string(),
     };
     // For a refresh: the keys changed between the snapshot the mart reflects and the latest
     // one, so that only data files that may hold them are read.
@@ -360,7 +296,7 @@ fn built_lake_snapshot(conn: &Connection, path: &str, access: &Access) -> Result
     let (snapshot, source): (Option<i64>, Option<String>) = conn
         .query_row(&format!("SELECT lake_snapshot, source FROM {META}"), [], |r| Ok((r.get(0)?, r.get(1)?)))
         .map_err(|e| not_built("serving_refresh", e))?;
-    let refuse = |why: String| Error::DuckDb { context: "serving_refresh".into(), message: why };
+    let refuse = |why: String| Error::Refused { function: "serving_refresh", problem: why };
     let same_dir = |a: &str, b: &str| {
         let (a, b) = (a.trim_end_matches('/'), b.trim_end_matches('/'));
         a == b || std::path::absolute(a).ok() == std::path::absolute(b).ok()
@@ -442,9 +378,9 @@ pub fn check_duplicates(conn: &Connection, raw: &str, table: &str) -> Result<()>
         let mut stmt = conn.prepare(&format!("SELECT order_id FROM {table}")).map_err(failed)?;
         let mut ids = Vec::with_capacity(rows as usize);
         for batch in stmt.query_arrow([]).map_err(failed)? {
-            let col = batch.column(0).as_any().downcast_ref::<Int64Array>().ok_or_else(|| Error::DuckDb {
-                context: "serving: checking for duplicate orders".into(),
-                message: "order_id is not BIGINT".into(),
+            let col = batch.column(0).as_any().downcast_ref::<Int64Array>().ok_or_else(|| Error::Internal {
+                function: "serving: checking for duplicate orders".into(),
+                problem: "order_id is not BIGINT".into(),
             })?;
             ids.extend_from_slice(col.values());
         }
@@ -537,7 +473,7 @@ pub fn build_from(
             place.of(META),
             place.of(FACT)
         ),
-        duckdb::params![now_micros(), recorded, lake_snapshot, crate::handoff::random_token(), place.catalog, place.schema],
+        duckdb::params![now_micros(), recorded, lake_snapshot, crate::serving::handoff::random_token(), place.catalog, place.schema],
     )
     .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
     Ok(())
@@ -571,8 +507,8 @@ pub fn refuse_read_only(conn: &Connection, function: &'static str) -> Result<()>
 /// working directory; anything else as given.
 pub fn recorded_source(raw: &str, access: &Access) -> String {
     match Origin::of(raw, &access.sandbox) {
-        Ok(Origin::Lake(path)) if !crate::lake::is_remote(&path) => {
-            let local = crate::sandbox::local_path(&path);
+        Ok(Origin::Lake(path)) if !crate::core::location::is_remote(&path) => {
+            let local = crate::core::location::local_path(&path);
             match std::path::absolute(local) {
                 Ok(abs) => format!("paimon:{}", abs.display()),
                 Err(_) => raw.to_string(),
@@ -585,7 +521,8 @@ pub fn recorded_source(raw: &str, access: &Access) -> String {
 /// Where a build loads the new fact before it replaces fct_orders.
 const STAGED_FACT: &str = "__streamhouse_fct_orders_new";
 
-pub fn build(conn: &Connection, raw: &str, access: &Access, replace: bool) -> Result<BuildSummary> {
+/// Builds the layer inside `tx`, left open for the caller to commit.
+pub fn build(conn: &Connection, raw: &str, access: &Access, replace: bool, tx: &mut Transaction) -> Result<BuildSummary> {
     let started = Instant::now();
     refuse_read_only(conn, "serving_build")?;
     // Resolved before the transaction: a Paimon source's staged rows must survive a rollback so
@@ -596,7 +533,7 @@ pub fn build(conn: &Connection, raw: &str, access: &Access, replace: bool) -> Re
     if !replace {
         refuse_foreign_tables(conn, &current_place(conn)?)?;
     }
-    in_transaction(conn, || {
+    tx.run(conn, || {
         let place = current_place(conn)?;
         let recorded = recorded_source(raw, access);
         build_from(conn, &place, &src, &recorded, src.lake_snapshot)?;
@@ -680,9 +617,9 @@ pub fn not_built(function: &'static str, e: duckdb::Error) -> Error {
     if msg.contains("Catalog Error") && [MART, FACT, META, schema::COUNTS].iter().any(|t| msg.contains(t)) {
         Error::NotBuilt { function }
     } else if msg.contains("Binder Error") && LATER_COLUMNS.iter().any(|c| msg.contains(c)) {
-        Error::DuckDb {
-            context: function.into(),
-            message: format!(
+        Error::Refused {
+            function,
+            problem: format!(
                 "the serving tables were built by an older streamhouse (their layout lacks a column this \
                  version keeps); run serving_build(source) again ({msg})"
             ),
@@ -712,7 +649,7 @@ fn per_company(
     let mut stmt = conn.prepare_cached(sql).map_err(|e| not_built(function, e))?;
     let mut out = DayRevenue::default();
     let unexpected =
-        |what: &str| Error::DuckDb { context: function.into(), message: format!("unexpected result type for {what}") };
+        |what: &str| Error::internal(function, format!("unexpected result type for {what}"));
     let params = duckdb::params_from_iter(query.parameters(company));
     for batch in stmt.query_arrow(params).map_err(|e| not_built(function, e))? {
         let days = batch.column(0).as_any().downcast_ref::<Date32Array>().ok_or_else(|| unexpected("order_day"))?;

@@ -10,14 +10,15 @@ use duckdb::vtab::{BindInfo, InitInfo, Value};
 use duckdb::Connection;
 
 #[cfg(duckdb14)]
-use super::host::ValueExt;
-use crate::dashboard::DashboardQuery;
-use crate::error::{Error, Result};
+use super::settings::ValueExt;
+use crate::core::dashboard::DashboardQuery;
+use crate::core::error::{Error, Result};
 use crate::lake::Access;
-use crate::session::{Lease, Role, SharedSession};
+use crate::host::session::Lease;
+use crate::host::transaction::Transaction;
+use crate::serving::state::SharedDatabase;
 
-/// DuckDB's standard vector size: a chunk never holds more rows than this.
-const CHUNK: usize = 2048;
+use crate::core::VECTOR_SIZE as CHUNK;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cell {
@@ -106,7 +107,7 @@ pub fn bind_call(bind: &BindInfo, function: &'static str, name: Option<&'static 
             }
             let arg = text_arg(&v, function, parameter)?;
             if matches!(parameter, "source" | "changes") {
-                super::host::check_source_name(bind, function, parameter, &arg)?;
+                super::settings::check_source_name(bind, function, parameter, &arg)?;
             }
             arg
         }
@@ -114,16 +115,17 @@ pub fn bind_call(bind: &BindInfo, function: &'static str, name: Option<&'static 
     };
     Ok(Call {
         arg,
-        search_path: super::host::search_path(bind),
-        access: Access { sandbox: super::host::sandbox(bind), options: Default::default() },
+        search_path: super::settings::search_path(bind),
+        access: Access { sandbox: super::settings::sandbox(bind), options: Default::default() },
         named: Vec::new(),
         dashboard: DashboardQuery::default(),
     })
 }
 
 /// The `duckdb_value` a borrowed `Value` wraps, for the C API's typed getters (duckdb-rs 1.4
-/// has none, and none for dates at all).
-fn raw_value(v: &Value) -> duckdb::ffi::duckdb_value {
+/// has none, and none for dates, maps or a value's SQL text at all). The one place that relies
+/// on `Value`'s layout; the handle stays owned (and freed) by `v`.
+pub fn raw_value(v: &Value) -> duckdb::ffi::duckdb_value {
     const _: () = assert!(size_of::<Value>() == size_of::<duckdb::ffi::duckdb_value>());
     // SAFETY: `Value` is a wrapper around exactly one `duckdb_value` pointer (asserted above);
     // the pointer is copied, not taken: `v` still owns and frees it.
@@ -147,12 +149,10 @@ pub fn date_arg(v: &Value) -> i32 {
 /// NUL read as the path before it): such an argument is refused instead. The value's SQL form
 /// (`'...'` with quotes doubled) is cut by the NUL too, and so no longer ends its literal.
 pub fn text_arg(v: &Value, function: &'static str, parameter: &'static str) -> Result<String> {
-    const _: () = assert!(size_of::<Value>() == size_of::<duckdb::ffi::duckdb_value>());
     let text = v.to_string();
-    // SAFETY: `Value` is a wrapper around exactly one `duckdb_value` pointer (asserted above),
-    // borrowed here without taking ownership; the returned string is ours to free.
+    let raw = raw_value(v);
+    // SAFETY: `raw` is live while `v` is borrowed; the returned string is ours to free.
     let sql = unsafe {
-        let raw = *(v as *const Value as *const duckdb::ffi::duckdb_value);
         let p = duckdb::ffi::duckdb_value_to_string(raw);
         if p.is_null() {
             return Ok(text);
@@ -174,32 +174,39 @@ pub fn text_arg(v: &Value, function: &'static str, parameter: &'static str) -> R
 }
 
 /// What a table function's body gets: a connection for its role, what bind captured, and the
-/// database's session (for work that outlives the call, such as a follower).
+/// database's state (for work that outlives the call, such as a follower).
 pub struct Ctx<'a> {
     pub conn: &'a Connection,
     pub call: &'a Call,
-    pub session: &'a SharedSession,
+    pub db: &'a SharedDatabase,
 }
 
-/// Runs `f` on one of the extension's connections (the writer or a reader, by `role`).
-pub fn run<R>(init: &InitInfo, role: Role, name: &str, f: impl FnOnce(&Ctx) -> Result<R>) -> Result<R> {
-    let call = bind_data::<Call>(init);
-    // SAFETY: every table function is registered with a `SharedSession` as extra info
+/// The database a function was registered with.
+fn database(init: &InitInfo) -> SharedDatabase {
+    // SAFETY: every table function is registered with a `SharedDatabase` as extra info
     // (functions::register_all), which DuckDB keeps alive as long as the function exists.
-    let session: SharedSession = unsafe { (*init.get_extra_info::<SharedSession>()).clone() };
-    session
-        .with(role, name, &call.search_path, |conn| f(&Ctx { conn, call, session: &session }))
-        .map_err(|e| e.in_function(name))
+    unsafe { (*init.get_extra_info::<SharedDatabase>()).clone() }
 }
 
-/// Runs a writer function's work with its COMMIT deferred to the first `func` call (see
-/// `Session::write_deferred`): the lease, if a transaction is pending, goes into the init data.
-pub fn run_writer<R>(init: &InitInfo, name: &str, f: impl FnOnce(&Ctx) -> Result<R>) -> Result<(R, Option<Lease>)> {
+/// Runs a reader's `f` on one of the extension's reader connections.
+pub fn run<R>(init: &InitInfo, name: &str, f: impl FnOnce(&Ctx) -> Result<R>) -> Result<R> {
     let call = bind_data::<Call>(init);
-    // SAFETY: as in `run`.
-    let session: SharedSession = unsafe { (*init.get_extra_info::<SharedSession>()).clone() };
-    session
-        .write_deferred(name, &call.search_path, |conn| f(&Ctx { conn, call, session: &session }))
+    let db = database(init);
+    db.session.read(&call.search_path, |conn| f(&Ctx { conn, call, db: &db })).map_err(|e| e.in_function(name))
+}
+
+/// Runs a writer's `f` on the writer connection, in a transaction it leaves open: the lease
+/// that holds it goes into the init data and commits on the first `func` call (see
+/// `Session::write`).
+pub fn run_writer<R>(
+    init: &InitInfo,
+    name: &str,
+    f: impl FnOnce(&Ctx, &mut Transaction) -> Result<R>,
+) -> Result<(R, Option<Lease>)> {
+    let call = bind_data::<Call>(init);
+    let db = database(init);
+    db.session
+        .write(name, &call.search_path, |conn, tx| f(&Ctx { conn, call, db: &db }, tx))
         .map_err(|e| e.in_function(name))
 }
 
@@ -262,12 +269,12 @@ impl Rows {
 
 /// Dashboard-shaped rows: (order_day DATE, revenue HUGEINT), copied column-wise.
 pub struct DayRevenueRows {
-    data: crate::serving::DayRevenue,
+    data: crate::serving::layer::DayRevenue,
     next: AtomicUsize,
 }
 
 impl DayRevenueRows {
-    pub fn new(data: crate::serving::DayRevenue) -> Self {
+    pub fn new(data: crate::serving::layer::DayRevenue) -> Self {
         DayRevenueRows { data, next: AtomicUsize::new(0) }
     }
 

@@ -1,0 +1,20 @@
+//! Pure logic: what a source string names, the contract a source must meet and the SQL of the
+//! serving tables, the mart arithmetic of a refresh, the duplicate check, the dashboard's
+//! question and its SQL, the Fluss tier DDL, quoting, locations and the sandbox decision, and
+//! the one error type. Nothing here holds a DuckDB connection or calls paimon; everything is
+//! unit-tested in place. Modules here use only each other (and `error` uses none of them).
+
+pub mod dashboard;
+pub mod dupcheck;
+pub mod error;
+pub mod location;
+pub mod mart;
+pub mod quote;
+pub mod sandbox;
+pub mod schema;
+pub mod source;
+pub mod tier;
+
+/// DuckDB's standard vector size: a data chunk never holds more rows, so batches handed to
+/// DuckDB are cut to it.
+pub const VECTOR_SIZE: usize = 2048;

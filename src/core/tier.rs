@@ -1,0 +1,131 @@
+//! Flink/Paimon SQL for the lake table into which Fluss tiers a primary-key table, and for the
+//! mart table a streaming job maintains from the fact (`mart_ddl`, `mart_job`).
+//!
+//! The options are what makes a bounded streaming read equal a batch read: the primary key
+//! with `deduplicate` collapses writes per key (latest wins), `changelog-producer = input`
+//! gives the streaming scan a well-defined changelog, and one bucket makes the layout and
+//! the per-key order deterministic. Pure logic, no FFI.
+
+use crate::core::error::{Error, Result};
+use crate::core::quote;
+
+/// The table options, in the order they are rendered.
+pub const TIER_OPTIONS: [(&str, &str); 3] =
+    [("bucket", "1"), ("merge-engine", "deduplicate"), ("changelog-producer", "input")];
+
+/// `a.b.c` → `` `a`.`b`.`c` ``. Every part must be non-blank; at most catalog.database.table.
+pub fn flink_table_name(function: &'static str, name: &str) -> Result<String> {
+    let bad = |reason: &str| Error::BadIdentifier { function, name: name.into(), reason: reason.into() };
+    let parts: Vec<&str> = name.split('.').collect();
+    if parts.len() > 3 {
+        return Err(bad("at most three dot-separated parts (catalog.database.table)"));
+    }
+    if parts.iter().any(|p| p.trim().is_empty()) {
+        return Err(bad("a dot-separated part is empty"));
+    }
+    Ok(parts.iter().map(|p| quote::flink_ident(p)).collect::<Vec<_>>().join("."))
+}
+
+pub fn tier_ddl(name: &str) -> Result<String> {
+    let table = flink_table_name("paimon_tier_ddl", name)?;
+    let options = with_clause(&TIER_OPTIONS);
+    Ok(format!(
+        "CREATE TABLE {table} (\n  id INT,\n  bal INT,\n  PRIMARY KEY (id) NOT ENFORCED\n) WITH (\n{options}\n)"
+    ))
+}
+
+pub fn tier_upsert(name: &str, id: i32, bal: i32) -> Result<String> {
+    let table = flink_table_name("paimon_tier_upsert", name)?;
+    Ok(format!("INSERT INTO {table} (id, bal) VALUES ({id}, {bal})"))
+}
+
+/// The mart table's options: one row per (company, order_day), the latest write wins. Not the
+/// aggregation merge engine: a retraction it receives can be lost in compaction
+/// (apache/paimon#4670), and a streaming GROUP BY upserts whole groups anyway.
+pub const MART_OPTIONS: [(&str, &str); 3] =
+    [("bucket", "4"), ("merge-engine", "deduplicate"), ("changelog-producer", "input")];
+
+fn with_clause(options: &[(&str, &str)]) -> String {
+    options.iter().map(|(k, v)| format!("  '{k}' = '{v}'")).collect::<Vec<_>>().join(",\n")
+}
+
+/// The Paimon mart table a publisher, a Ray job or a Flink job fills and replicas serve.
+pub fn mart_ddl(name: &str) -> Result<String> {
+    let table = flink_table_name("paimon_mart_ddl", name)?;
+    Ok(format!(
+        "CREATE TABLE {table} (\n  company STRING NOT NULL,\n  order_day DATE NOT NULL,\n  revenue DECIMAL(38, 0),\n  \
+         orders BIGINT,\n  PRIMARY KEY (company, order_day) NOT ENFORCED\n) WITH (\n{}\n)",
+        with_clause(&MART_OPTIONS)
+    ))
+}
+
+/// The Flink SQL that keeps `mart` equal to the mart of `fact` as the fact changes: the fact must
+/// produce a changelog with before-images (`lookup`), so that a corrected or deleted order
+/// retracts its old (company, day) contribution; the streaming GROUP BY then upserts each changed
+/// group into the deduplicate mart and deletes a group whose last order left.
+pub fn mart_job(fact: &str, mart: &str) -> Result<String> {
+    let fact = flink_table_name("paimon_mart_job", fact)?;
+    let mart = flink_table_name("paimon_mart_job", mart)?;
+    Ok(format!(
+        "SET 'execution.runtime-mode' = 'streaming';\n\
+         ALTER TABLE {fact} SET ('changelog-producer' = 'lookup');\n\
+         INSERT INTO {mart}\n\
+         SELECT company, order_day, CAST(SUM(revenue) AS DECIMAL(38, 0)) AS revenue, COUNT(*) AS orders\n\
+         FROM {fact}\n\
+         GROUP BY company, order_day;"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ddl_has_every_clause() {
+        let ddl = tier_ddl("db.acct").unwrap();
+        assert!(ddl.starts_with("CREATE TABLE `db`.`acct` ("), "{ddl}");
+        for clause in [
+            "id INT",
+            "bal INT",
+            "PRIMARY KEY (id) NOT ENFORCED",
+            "'bucket' = '1'",
+            "'merge-engine' = 'deduplicate'",
+            "'changelog-producer' = 'input'",
+        ] {
+            assert!(ddl.contains(clause), "missing {clause} in {ddl}");
+        }
+    }
+
+    #[test]
+    fn names_are_quoted_and_checked() {
+        assert_eq!(flink_table_name("f", "we`ird").unwrap(), "`we``ird`");
+        assert_eq!(flink_table_name("f", "c.d.t").unwrap(), "`c`.`d`.`t`");
+        for bad in ["", "a..b", ".t", "t.", "a.b.c.d", " . "] {
+            assert!(flink_table_name("f", bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(tier_upsert("t", -1, 7).unwrap(), "INSERT INTO `t` (id, bal) VALUES (-1, 7)");
+    }
+
+    #[test]
+    fn mart_ddl_and_job() {
+        let ddl = mart_ddl("lake.mart_daily").unwrap();
+        assert!(ddl.starts_with("CREATE TABLE `lake`.`mart_daily` ("), "{ddl}");
+        for clause in [
+            "company STRING NOT NULL",
+            "order_day DATE NOT NULL",
+            "revenue DECIMAL(38, 0)",
+            "orders BIGINT",
+            "PRIMARY KEY (company, order_day) NOT ENFORCED",
+            "'merge-engine' = 'deduplicate'",
+        ] {
+            assert!(ddl.contains(clause), "missing {clause} in {ddl}");
+        }
+        assert!(!ddl.contains("aggregation"), "{ddl}");
+        let job = mart_job("lake.fct_orders", "lake.mart_daily").unwrap();
+        assert!(job.contains("ALTER TABLE `lake`.`fct_orders` SET ('changelog-producer' = 'lookup');"), "{job}");
+        assert!(job.contains("INSERT INTO `lake`.`mart_daily`\nSELECT company, order_day"), "{job}");
+        assert!(job.contains("GROUP BY company, order_day;"), "{job}");
+        let err = mart_job("a..b", "m").unwrap_err().to_string();
+        assert!(err.starts_with("paimon_mart_job: invalid table name 'a..b'"), "{err}");
+    }
+}

@@ -1,0 +1,66 @@
+//! What the serving layer keeps per database in memory, beside the host's connections: the
+//! follower, the last reconcile's outcome and the storage options last given for a Paimon
+//! source. `Database` is the value every SQL function receives: the host's `Session` (its
+//! connections) and this state, neither reaching into the other.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::host::session::SharedSession;
+use crate::lake::{Access, LakeOptions};
+use crate::serving::follow::Follower;
+use crate::serving::refresh::Reconciled;
+
+/// One database's extension state: its connections and the serving layer's memory.
+pub struct Database {
+    pub session: SharedSession,
+    /// The follower of this database's Paimon source, if one runs.
+    follower: Mutex<Option<Follower>>,
+    /// The last reconcile's outcome, for when the writer was busy and it could not be stored.
+    reconciled: Mutex<Option<Reconciled>>,
+    /// The storage options last given for a Paimon source (path, options), kept in memory only
+    /// so that refresh, follow and status reach the table a build reached; never persisted.
+    lake_options: Mutex<Option<(String, LakeOptions)>>,
+}
+
+/// What each registered function receives as extra info.
+pub type SharedDatabase = Arc<Database>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Database {
+    pub fn new(session: SharedSession) -> SharedDatabase {
+        Arc::new(Database {
+            session,
+            follower: Mutex::new(None),
+            reconciled: Mutex::new(None),
+            lake_options: Mutex::new(None),
+        })
+    }
+
+    pub fn follower(&self) -> MutexGuard<'_, Option<Follower>> {
+        lock(&self.follower)
+    }
+
+    pub fn reconciled(&self) -> MutexGuard<'_, Option<Reconciled>> {
+        lock(&self.reconciled)
+    }
+
+    /// How a call reaches the Paimon table `source` names: with the options it gives (then
+    /// remembered for that table), or else with those last given for the same table.
+    pub fn lake_access(&self, access: &Access, source: &str) -> Access {
+        let Some(path) = crate::core::source::Origin::lake_path(source, &access.sandbox) else {
+            return access.clone();
+        };
+        let mut memo = lock(&self.lake_options);
+        if !access.options.is_empty() {
+            *memo = Some((path, access.options.clone()));
+            return access.clone();
+        }
+        match &*memo {
+            Some((p, options)) if *p == path => Access { sandbox: access.sandbox.clone(), options: options.clone() },
+            _ => access.clone(),
+        }
+    }
+}
