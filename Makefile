@@ -6,7 +6,7 @@ export CARGO_TARGET_DIR
 EXT := streamhouse.duckdb_extension
 VENV := .venv
 VENV15 := .venv-duckdb15
-# The rest of the DuckDB version matrix (test/python/test_versions.py): one venv per version,
+# The rest of the DuckDB version matrix (test/python/host/test_versions.py): one venv per version,
 # each from scripts/requirements-duckdb-<version>.txt. 1.2.2 and 1.3.2 must refuse both artifacts.
 MATRIX := 1.2.2 1.3.2 1.4.5 2.0.0
 VENV20 := .venv-duckdb-2.0.0
@@ -82,14 +82,15 @@ wheel: release
 
 # The serving, lake, refresh and bad-input tests run on DuckDB 1.5.6 and, with the 1.4 artifact, on
 # DuckDB 1.4.5 too (~1 min each): the same files, four of test_refresh_property's 40 random sequences.
-PYTEST_SUBSET := test/python/test_serving.py test/python/test_lake.py test/python/test_lake_changelog.py \
-	test/python/test_refresh_sources.py test/python/test_bad_input.py \
-	test/python/test_refresh_property.py::test_killer_cases \
-	test/python/test_refresh_property.py::test_failed_refresh_changes_nothing \
-	$(foreach s,0 1 2 3,'test/python/test_refresh_property.py::test_random_refresh_sequences[$(s)]')
-# The 1.4 artifact reads the sandbox settings its own way (src/functions/host.rs) and runs under
+PYTEST_SUBSET := test/python/serving/test_serving.py test/python/lake/test_lake.py \
+	test/python/lake/test_lake_changelog.py test/python/serving/test_refresh_sources.py \
+	test/python/serving/test_bad_input.py \
+	test/python/serving/test_refresh_property.py::test_killer_cases \
+	test/python/serving/test_refresh_property.py::test_failed_refresh_changes_nothing \
+	$(foreach s,0 1 2 3,'test/python/serving/test_refresh_property.py::test_random_refresh_sequences[$(s)]')
+# The 1.4 artifact reads the sandbox settings its own way (src/functions/glue/settings.rs) and runs under
 # duckdb-rs 1.4's callback glue: its subset adds the sandbox tests and the hostile-argument fuzz.
-PYTEST14 := $(PYTEST_SUBSET) test/python/test_sandbox.py test/python/test_fuzz.py
+PYTEST14 := $(PYTEST_SUBSET) test/python/lake/test_sandbox.py test/python/fuzz/test_fuzz.py
 
 pytest: release release-1.4 venv node-deps wheel
 	$(PY) -m pytest -q test/python
@@ -129,7 +130,7 @@ bench-strict: bench
 fuzz: release venv
 	@seed=$${FUZZ_SEED:-$$(date +%s)}; echo "make fuzz: FUZZ_SEED=$$seed (replay: FUZZ_SEED=$$seed make fuzz)"; \
 	FUZZ_SEED=$$seed FUZZ_CASES=$${FUZZ_CASES:-10000} FUZZ_THREADS=$${FUZZ_THREADS:-0} \
-	FUZZ_TEST_TIMEOUT=$${FUZZ_TEST_TIMEOUT:-14400} $(PY) -m pytest -q -s test/python/test_fuzz.py
+	FUZZ_TEST_TIMEOUT=$${FUZZ_TEST_TIMEOUT:-14400} $(PY) -m pytest -q -s test/python/fuzz/test_fuzz.py
 
 clean:
 	cargo clean

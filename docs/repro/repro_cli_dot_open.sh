@@ -4,9 +4,9 @@
 #   IO Error: Cannot open file "<db>.wal": No such file or directory
 # once streamhouse was LOADed (the old instance's shutdown checkpoint ran under the new one). Since
 # the release writes nothing (README: lifecycle) it must report 0 failures; the strict version under
-# load runs in make test (test/python/test_reopen_strict.py).
+# load runs in make test (test/python/host/test_reopen_strict.py).
 # Usage (from the repo root, after `make release venv`):
-#   test/repro/repro_cli_dot_open.sh [load|noload] [RUNS=30] [ROWS=2000]
+#   docs/repro/repro_cli_dot_open.sh [load|noload] [RUNS=30] [ROWS=2000]
 set -u
 cd "$(dirname "$0")/../.."
 BIN=$(ls .venv/lib/python*/site-packages/duckdb_cli/duckdb)  # the real binary, not the wrapper

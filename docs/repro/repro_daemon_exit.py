@@ -11,8 +11,8 @@ serving_build does not stop when its caller is interrupted (see repro_interrupt_
 the thread comes back while the interpreter is being torn down.
 
 Usage (from the repo root, after `make release venv`):
-    .venv/bin/python test/repro/repro_daemon_exit.py [build|control] [RUNS=30]
-    .venv-duckdb15/bin/python test/repro/repro_daemon_exit.py control 3
+    .venv/bin/python docs/repro/repro_daemon_exit.py [build|control] [RUNS=30]
+    .venv-duckdb15/bin/python docs/repro/repro_daemon_exit.py control 3
 """
 
 import os

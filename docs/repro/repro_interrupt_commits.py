@@ -7,7 +7,7 @@ reaches: the call returns only when the whole build is done, with "INTERRUPT Err
 Interrupted!", and serving_meta then shows the new build. A native statement of the same size
 stops within about a millisecond and leaves nothing.
 
-Usage (from the repo root, after `make release venv`): .venv/bin/python test/repro/repro_interrupt_commits.py
+Usage (from the repo root, after `make release venv`): .venv/bin/python docs/repro/repro_interrupt_commits.py
 """
 
 import os

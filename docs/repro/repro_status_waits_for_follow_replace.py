@@ -7,7 +7,7 @@ for the whole build; serving_status reads that slot (following, follow_every_ms,
 waits too. Dashboards are unaffected. Without the serving_follow call in flight (control), the
 same status answers in milliseconds. The wait is bounded only by the writer wait (120 s).
 
-Usage (repo root, after `make release`): .venv/bin/python test/repro/repro_status_waits_for_follow_replace.py
+Usage (repo root, after `make release`): .venv/bin/python docs/repro/repro_status_waits_for_follow_replace.py
 Prints the time each call took; exits 1 when serving_status waited for the build.
 """
 

@@ -1,7 +1,7 @@
 // The streamhouse extension through the Node binding (@duckdb/node-api: DuckDB 1.5.6, or 1.4.5 when
 // DUCKDB_NODE_API=duckdb-node-api-1.4, the alias in package.json), end to end:
 // LOAD, build, dashboard, refresh (twice), reconcile, status, errors as JavaScript exceptions, a
-// Paimon lake scan and a build from it, close. Run by test/python/test_node_binding.py:
+// Paimon lake scan and a build from it, close. Run by test/python/bindings/test_node_binding.py:
 //   node binding.mjs EXT LAKE_TABLE_DIR
 // Orders are generated here (a seeded generator) and every answer is compared with an oracle
 // computed here in plain JavaScript (BigInt sums) over those rows; node:assert throws on the first

@@ -1,6 +1,6 @@
 // One step of a lifecycle scenario through @duckdb/node-api (DuckDB 1.5.6; DuckDB 1.4.5 when
 // DUCKDB_NODE_API=duckdb-node-api-1.4, the alias in package.json), run in a fresh `node` process by
-// test/python/test_lifecycle_matrix.py; the same steps as test/python/matrix_child.py.
+// test/python/host/test_lifecycle_matrix.py; the same steps as test/python/support/matrix_child.py.
 // Usage: node lifecycle.mjs STEP EXT DB [ARGS...]
 // Prints one line `RESULT <json>`; exits 0 unless something unexpected happens.
 import { existsSync } from 'node:fs';

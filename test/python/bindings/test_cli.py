@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import datetime
-import json
 import random
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import gen_rows, oracle, oracle_summary, sql_literal, write_csv
+from support.cli_util import json_results
 
 CLI = Path(sys.executable).parent / "duckdb"
 TIMEOUT = 60
@@ -34,19 +34,6 @@ def run_cli(cli: Path, sql: str, *args: str, check: bool = True) -> subprocess.C
     if check:
         assert p.returncode == 0, f"CLI failed (rc={p.returncode}):\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
     return p
-
-
-def json_results(text: str) -> list:
-    """The CLI's -json mode prints one JSON array per result set."""
-    dec = json.JSONDecoder()
-    out, i = [], 0
-    while True:
-        while i < len(text) and text[i].isspace():
-            i += 1
-        if i >= len(text):
-            return out
-        value, i = dec.raw_decode(text, i)
-        out.append(value)
 
 
 def as_rows(result: list[dict]) -> list[tuple]:
@@ -187,7 +174,7 @@ def test_cli_script_build_refresh_reconcile_lake(cli, ext_path, tmp_path):
     build, dashboards, a refresh of corrected/moved/cancelled/late orders, the dashboards again,
     reconcile, status, and a paimon_scan of a table written by pypaimon. Oracles: the rows and
     changes generated here, applied in plain Python, and pypaimon's own read of the table."""
-    from binding_util import apply_changes, random_changes, write_orders_lake
+    from support.binding_util import apply_changes, random_changes, write_orders_lake
 
     rows, companies = gen_rows(74, 8_000, 10, 60)
     state = {oid: (company, day, revenue) for oid, company, day, revenue in rows}

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT, connect, sql_literal
-from test_cli import json_results
+from support.cli_util import json_results
 
 DESCRIPTION = ROOT / "description.yml"
 # DuckDB's platform names (what excluded_platforms may list).

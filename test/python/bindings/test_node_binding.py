@@ -7,9 +7,9 @@ pypaimon's own read of that table."""
 from __future__ import annotations
 
 import pytest
-from binding_util import write_orders_lake
 from conftest import NODE_APIS, NODE_DIR, node_env, oracle
-from matrix_util import artifact, result_of, run
+from support.binding_util import write_orders_lake
+from support.matrix_util import artifact, result_of, run
 
 
 @pytest.mark.parametrize("version", list(NODE_APIS))

@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from conftest import ROOT, oracle, readme_block
-from matrix_util import python_of, run
+from support.matrix_util import python_of, run
 
 WHEEL_DIR = ROOT / "build" / "wheel"
 ARTIFACT = "streamhouse/streamhouse.duckdb_extension"
@@ -175,11 +175,19 @@ def test_wheel_installs_into_a_fresh_venv_and_serves(wheel, tmp_path):
     assert installed == {"duckdb": pinned_duckdb(), "streamhouse": cargo_version()}, installed
     work = tmp_path / "work"
     work.mkdir()
-    p = run([py, ROOT / "test" / "python" / "wheel_smoke.py", cargo_version(), ROOT, work], cwd=work, timeout=120)
+    p = run(
+        [py, ROOT / "test" / "python" / "support" / "wheel_smoke.py", cargo_version(), ROOT, work],
+        cwd=work,
+        timeout=120,
+    )
     assert p.stdout.strip().endswith("SMOKE OK"), p.stdout
     # The README's Python block, as written, beside an orders.parquet of the README's orders.
-    orders = [(1, "acme", datetime.date(2026, 11, 1), 1200), (2, "acme", datetime.date(2026, 11, 1), 300),
-              (3, "acme", datetime.date(2026, 11, 2), 900), (4, "O'Reilly", datetime.date(2026, 11, 2), 50)]
+    orders = [
+        (1, "acme", datetime.date(2026, 11, 1), 1200),
+        (2, "acme", datetime.date(2026, 11, 1), 300),
+        (3, "acme", datetime.date(2026, 11, 2), 900),
+        (4, "O'Reilly", datetime.date(2026, 11, 2), 50),
+    ]
     src = duckdb.connect()
     src.execute("CREATE TABLE o(order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT)")
     src.executemany("INSERT INTO o VALUES (?, ?, ?, ?)", orders)

@@ -8,7 +8,7 @@ Every step runs in a fresh process with a timeout: it must exit 0 (a negative co
 reported as a crash with the command line to reproduce it), and whatever was committed before
 an exit must be there when a new process opens the file. Python (b) on each version is
 test_versions.py::test_supported_duckdb_loads_and_serves. The Python and Node steps are
-test/python/matrix_child.py and test/node/lifecycle.mjs.
+test/python/support/matrix_child.py and test/node/lifecycle.mjs.
 """
 
 from __future__ import annotations
@@ -23,9 +23,12 @@ from pathlib import Path
 
 import pytest
 from conftest import NODE_APIS, NODE_DIR, ROOT, gen_rows, node_env, oracle, oracle_summary, sql_literal, write_csv
-from matrix_util import (
+from support.cli_util import json_results
+from support.matrix_util import (
+    DDL,
     SUPPORTED,
     TIMEOUT,
+    UPSERT,
     artifact,
     check_exit,
     child_cmd,
@@ -37,9 +40,8 @@ from matrix_util import (
     run,
     run_child,
     run_unchecked,
+    squash,
 )
-from test_cli import json_results
-from test_versions import DDL, UPSERT, squash
 
 CLI = ROOT / ".venv" / "bin" / "duckdb"
 # The functions the README documents (LOAD may register more).

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import NODE_APIS, NODE_DIR, ROOT, node_env, sql_literal
-from matrix_util import artifact, result_of, run
+from support.matrix_util import artifact, result_of, run
 
 CLI = ROOT / ".venv" / "bin" / "duckdb"
 # The CLI script of the issue, 500k-row layer, this many runs; the 2M-row layer fewer times.

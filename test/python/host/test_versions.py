@@ -4,27 +4,28 @@ DuckDB 1.5.6, 2.0.0 and 2.0.1 load the main artifact (C API v1.5.6), DuckDB 1.4.
 (compat/duckdb-1.4: unstable C API, pinned to exactly v1.4.5), and serve the oracle's answers.
 Every other pairing must be refused at LOAD with DuckDB's own message (1.2.2 also has another
 platform name): a clean, catchable error, never a crash. Each version runs in its own venv, in a
-fresh process, through test/python/matrix_child.py.
+fresh process, through test/python/support/matrix_child.py.
 """
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from conftest import ROOT, gen_rows, oracle, oracle_summary, write_csv
-from matrix_util import (
+from support.cli_util import json_results
+from support.matrix_util import (
+    DDL,
     LTS,
     REFUSED,
     SUPPORTED,
+    UPSERT,
     artifact,
     dash_oracle,
     describe,
     lts_artifact,
     run_child,
     run_unchecked,
+    squash,
 )
-from test_cli import json_results
 
 CAPI_REFUSAL = (
     "The file was built for DuckDB C API version 'v1.5.6', but we can only load extensions "
@@ -43,19 +44,6 @@ def lts_refusal(version: str) -> list[str]:
         f"version of DuckDB. (this version of DuckDB is 'v{version}')"
     ]
     return texts + ([PLATFORM_REFUSAL] if version == "1.2.2" else [])
-
-
-DDL = (
-    "CREATE TABLE `lake`.`accounts` (id INT, bal INT, PRIMARY KEY (id) NOT ENFORCED) "
-    "WITH ('bucket' = '1', 'merge-engine' = 'deduplicate', 'changelog-producer' = 'input')"
-)
-UPSERT = "INSERT INTO `lake`.`accounts` (id, bal) VALUES (7, -3)"
-
-
-def squash(sql: str) -> str:
-    """Whitespace-insensitive form of a statement: layout is not part of the contract."""
-    sql = re.sub(r"\s+", " ", sql.strip())
-    return re.sub(r"\( ", "(", re.sub(r" \)", ")", sql))
 
 
 @pytest.fixture(scope="module")

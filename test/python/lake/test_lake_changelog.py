@@ -14,7 +14,7 @@ import random
 import pyarrow as pa
 import pytest
 from conftest import connect
-from lake_util import Warehouse, apply_changelog, canon
+from support.lake_util import Warehouse, apply_changelog, canon
 
 KINDS = ("+I", "-U", "+U", "-D")
 SCHEMA = pa.schema([pa.field("id", pa.int32(), nullable=False), ("bal", pa.int32()), ("op", pa.string())])

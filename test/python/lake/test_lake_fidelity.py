@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from conftest import connect, sql_literal
-from lake_util import LakeTable, Warehouse
 from pypaimon import Schema
+from support.lake_util import LakeTable, Warehouse
 
 # DuckDB 2 notes that Arrow output of execute() copies the rows; these tables are small enough.
 pytestmark = pytest.mark.filterwarnings("ignore:Arrow output on a DB-API result")

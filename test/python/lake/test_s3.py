@@ -1,5 +1,5 @@
 """Object storage (issue 10 item 3): Paimon tables on a real S3-compatible server the tests start on
-127.0.0.1 (moto's server mode, test/python/s3_server.py, signatures enforced), written there by
+127.0.0.1 (moto's server mode, test/python/support/s3_server.py, signatures enforced), written there by
 pypaimon through its own S3 file IO (pyarrow's S3 client, the same Paimon option keys), read by
 every lake function and built/refreshed into the serving layer through `options := MAP {...}` or
 the standard AWS environment variables.
@@ -35,11 +35,11 @@ import duckdb
 import pyarrow as pa
 import pytest
 from conftest import connect, gen_rows, oracle, oracle_summary, sql_literal
-from lake_util import LakeTable, canon
-from paimon_write import create_table
 from pypaimon import CatalogFactory
+from support.lake_util import LakeTable, canon, create_table
 
-HERE = Path(__file__).resolve().parent
+# The S3 server runs as its own process, from its file.
+S3_SERVER = Path(__file__).resolve().parents[1] / "support" / "s3_server.py"
 BUCKET = "lake"
 WRONG_SECRET = "wrongSECRET-7f3c9d1e-do-not-leak-b8a2"
 ENV_KEYS = [
@@ -124,7 +124,7 @@ def s3():
         mp.delenv(k, raising=False)
     mp.setenv("AWS_EC2_METADATA_DISABLED", "true")
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "s3_server.py"), BUCKET],
+        [sys.executable, str(S3_SERVER), BUCKET],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -17,7 +17,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 from conftest import build, connect, sql_literal, table_exists
-from lake_util import commit, create_table, open_warehouse
+from support.lake_util import commit, create_table, open_warehouse
 
 SCHEMA = pa.schema(
     [

@@ -79,7 +79,9 @@ def ask(con, function, company, **params):
 
 
 def plan(con, company, **params) -> str:
-    rows = con.execute(f"SELECT explain_key, explain_value FROM serving_explain({args_sql(company, **params)}) ORDER BY line")
+    rows = con.execute(
+        f"SELECT explain_key, explain_value FROM serving_explain({args_sql(company, **params)}) ORDER BY line"
+    )
     text = "\n".join(v for _, v in rows.fetchall())
     return re.sub(r"\s+", " ", re.sub(r"[\u2500-\u257f]", " ", text))
 

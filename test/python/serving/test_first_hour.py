@@ -10,7 +10,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 from conftest import build, connect, dashboard
-from lake_util import Warehouse
+from support.lake_util import Warehouse
 
 ORDERS = [
     (1, "acme", datetime.date(2026, 11, 1), 1200),

@@ -12,9 +12,7 @@ SERVING_TABLES = ["fct_orders", "mart_daily", "serving_meta"]
 
 
 def plan_text(con, company: str) -> str:
-    rows = con.execute(
-        "SELECT explain_key, explain_value FROM serving_explain(?) ORDER BY line", [company]
-    ).fetchall()
+    rows = con.execute("SELECT explain_key, explain_value FROM serving_explain(?) ORDER BY line", [company]).fetchall()
     assert rows, "serving_explain returned no rows"
     assert all(k == "physical_plan" for k, _ in rows), rows
     return "\n".join(v for _, v in rows)

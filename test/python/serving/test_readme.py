@@ -17,7 +17,8 @@ from pathlib import Path
 import duckdb
 import pytest
 from conftest import NODE_DIR, ROOT, node_env, oracle, readme_block
-from matrix_util import run
+from support.matrix_util import run
+
 
 def sql_statements(block: str) -> list[tuple[str, str | None]]:
     """(statement, the comment on its last line or on the indented comment line below it)."""
@@ -97,9 +98,9 @@ def test_sql_block_runs_as_written_and_returns_what_its_comments_say(scratch, mo
                 assert "mart_daily" in text and "fct_orders" not in text, text
                 checked += 1
             elif "paimon_tier_ddl" in stmt:
-                assert [r[0] for r in con.execute("SELECT line FROM paimon_tier_ddl('lake.accounts')").fetchall()] == list(
-                    range(1, len(rows) + 1)
-                )
+                assert [
+                    r[0] for r in con.execute("SELECT line FROM paimon_tier_ddl('lake.accounts')").fetchall()
+                ] == list(range(1, len(rows) + 1))
                 text = "\n".join(r[1] for r in rows)
                 assert text == con.execute("SELECT paimon_tier_ddl('lake.accounts')").fetchone()[0]
                 checked += 1

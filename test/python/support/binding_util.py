@@ -8,7 +8,8 @@ import datetime
 import random
 
 import pyarrow as pa
-from lake_util import Warehouse, canon, oracle_deduplicate
+
+from support.lake_util import Warehouse, canon, oracle_deduplicate
 
 ORDERS = pa.schema(
     [

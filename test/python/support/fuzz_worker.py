@@ -1,4 +1,4 @@
-"""Worker process of the hostile-argument fuzz test (test_fuzz.py).
+"""Worker process of the hostile-argument fuzz test (fuzz/test_fuzz.py).
 
 A crash in the extension kills the process that loaded it, so every fuzz case runs here, in a
 child process the test drives over a pipe: one JSON case per line in on stdin, one JSON outcome
@@ -29,6 +29,9 @@ import tempfile
 import traceback
 from pathlib import Path
 
+# Run by path (fuzz/test_fuzz.py starts it as a script), this file's directory is on sys.path, not
+# test/python: add it so the shared oracle in test/python/conftest.py imports the same way as under pytest.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from conftest import oracle as conftest_oracle
 
 # ------------------------------------------------------------------------------------------------

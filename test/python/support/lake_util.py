@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+# scripts/paimon_write.py: the writer scripts/make_lake_fixtures.py uses too (repo root = parents[3]).
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 from paimon_write import commit, create_table, open_warehouse
 
 

@@ -1,5 +1,5 @@
 """The DuckDB version matrix: which venv holds which Python duckdb wheel, and how to run one
-scenario step (test/python/matrix_child.py) in a fresh process of it.
+scenario step (test/python/support/matrix_child.py) in a fresh process of it.
 
 The venvs are made by `make venv` (scripts/venv.sh) from scripts/requirements*.txt.
 """
@@ -7,6 +7,7 @@ The venvs are made by `make venv` (scripts/venv.sh) from scripts/requirements*.t
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import signal
 import subprocess
@@ -117,3 +118,18 @@ def dash_oracle(per_company: dict) -> dict:
 
 def mart_oracle(cells: dict) -> list:
     return sorted([c, d.isoformat(), str(r)] for (c, d), r in cells.items())
+
+
+# What `paimon_tier_ddl('lake.accounts')` and `paimon_tier_upsert('lake.accounts', 7, -3)` return in
+# matrix_child.py's `use` step (and the CLI flow of host/test_lifecycle_matrix.py), on every version.
+DDL = (
+    "CREATE TABLE `lake`.`accounts` (id INT, bal INT, PRIMARY KEY (id) NOT ENFORCED) "
+    "WITH ('bucket' = '1', 'merge-engine' = 'deduplicate', 'changelog-producer' = 'input')"
+)
+UPSERT = "INSERT INTO `lake`.`accounts` (id, bal) VALUES (7, -3)"
+
+
+def squash(sql: str) -> str:
+    """Whitespace-insensitive form of a statement: layout is not part of the contract."""
+    sql = re.sub(r"\s+", " ", sql.strip())
+    return re.sub(r"\( ", "(", re.sub(r" \)", ")", sql))

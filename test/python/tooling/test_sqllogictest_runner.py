@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]  # test/python/tooling/ -> the repository
 RUNNER = ROOT / "scripts" / "sqllogictest.py"
 UNSET = "STREAMHOUSE_SLT_SELFTEST_UNSET"
 SET = "STREAMHOUSE_SLT_SELFTEST_SET"
