@@ -35,6 +35,9 @@ ARTIFACT_NAME = "streamhouse.duckdb_extension"
 # The DuckDB Python packages that load the artifact (README: "Supported DuckDB versions").
 REQUIRES_DIST = "duckdb>=1.5.6"
 REQUIRES_PYTHON = ">=3.9"
+# The optional extra streamhouse[ray] (streamhouse.ray.build_mart): these packages at exactly the
+# versions scripts/requirements.txt pins (the ones the tests ran with), read from there.
+EXTRAS = {"ray": ["ray[data]", "pypaimon", "pypaimon-rust"]}
 
 # ---------------------------------------------------------------------------------------------
 # What the artifact links (ELF64 little-endian)
@@ -176,6 +179,22 @@ def record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
+def extras_metadata() -> str:
+    pins = {}
+    for line in (ROOT / "scripts" / "requirements.txt").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split("#", 1)[0].strip().split("==")
+            pins[name.lower()] = version
+    out = ""
+    for extra, names in EXTRAS.items():
+        out += f"Provides-Extra: {extra}\n"
+        for name in names:
+            if name.lower() not in pins:
+                raise SystemExit(f"build_wheel: scripts/requirements.txt pins no {name} (extra {extra})")
+            out += f'Requires-Dist: {name}=={pins[name.lower()]}; extra == "{extra}"\n'
+    return out
+
+
 def metadata(version: str) -> str:
     with open(ROOT / "Cargo.toml", "rb") as f:
         package = tomllib.load(f)["package"]
@@ -187,6 +206,7 @@ def metadata(version: str) -> str:
         f"License: {package['license']}\n"
         f"Requires-Python: {REQUIRES_PYTHON}\n"
         f"Requires-Dist: {REQUIRES_DIST}\n"
+        f"{extras_metadata()}"
         "Description-Content-Type: text/markdown\n"
         "\n"
         "The streamhouse DuckDB extension (a Paimon lake serving layer) and a module that loads it:\n"

@@ -40,6 +40,7 @@ impl RowsFunction for ServingStatus {
         ("last_error", LogicalTypeId::Varchar),
         ("last_error_at", LogicalTypeId::Timestamp),
         ("state", LogicalTypeId::Varchar),
+        ("mode", LogicalTypeId::Varchar),
     ];
     const ROLE: Role = Role::Reader;
 
@@ -50,7 +51,7 @@ impl RowsFunction for ServingStatus {
             Err(Error::NotBuilt { .. }) => {
                 let mut row = vec![Cell::Null; Self::COLUMNS.len()];
                 row[4] = Cell::BigInt(0);
-                row[Self::COLUMNS.len() - 1] = Cell::Text(NOT_BUILT.into());
+                row[Self::COLUMNS.len() - 2] = Cell::Text(NOT_BUILT.into());
                 return Ok(vec![row]);
             }
             Err(e) => return Err(e),
@@ -102,6 +103,7 @@ impl RowsFunction for ServingStatus {
             progress.last_error.into(),
             ts(progress.last_error_at),
             Cell::Text(state.into()),
+            Cell::Text(s.mode.name().into()),
         ]])
     }
 }

@@ -419,6 +419,11 @@ impl LakeTable {
         &self.place.path
     }
 
+    /// The table's primary-key columns (empty for an append table).
+    pub fn primary_keys(&self) -> Vec<String> {
+        self.table.schema().primary_keys().to_vec()
+    }
+
     /// The first primary-key column, if the table has a primary key.
     pub fn first_key_column(&self) -> Option<String> {
         self.table.schema().primary_keys().first().cloned()

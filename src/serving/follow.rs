@@ -109,6 +109,9 @@ pub fn check_source(conn: &Connection, source: &str, access: &Access) -> Result<
 fn apply_once(conn: &Connection, source: &str, path: &str, options: &LakeOptions) -> Result<Option<i64>> {
     let access = Access { sandbox: Sandbox::query(conn)?, options: options.clone() };
     let (_, applied) = built_from(conn)?;
+    if crate::serving::replica::mode(conn, "serving_follow")? == crate::serving::replica::Mode::Mart {
+        return crate::serving::replica::apply(conn, source, path, &access, applied);
+    }
     let latest = LakeTable::open("serving_follow", path, &access)?.latest_snapshot()?;
     if latest.is_none() || latest <= applied {
         return Ok(None);

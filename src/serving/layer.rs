@@ -153,7 +153,7 @@ fn refuse_special_file(raw: &str, path: &str, sandbox: &crate::core::sandbox::Sa
 }
 
 /// DuckDB's name for an Arrow type, for the columns we stage (others are reported as Arrow names).
-fn duckdb_type_name(dt: &DataType) -> String {
+pub fn duckdb_type_name(dt: &DataType) -> String {
     match dt {
         DataType::Int8 => "TINYINT".into(),
         DataType::Int16 => "SMALLINT".into(),
@@ -525,6 +525,16 @@ const STAGED_FACT: &str = "__streamhouse_fct_orders_new";
 pub fn build(conn: &Connection, raw: &str, access: &Access, replace: bool, tx: &mut Transaction) -> Result<BuildSummary> {
     let started = Instant::now();
     refuse_read_only(conn, "serving_build")?;
+    // A Paimon mart table makes a mart-only replica (serving::replica).
+    if let Origin::Lake(path) = Origin::of(raw, &access.sandbox)? {
+        let table = LakeTable::open("serving", &path, access)?;
+        if crate::serving::replica::is_mart_table(&table) {
+            if !replace {
+                refuse_foreign_tables(conn, &current_place(conn)?)?;
+            }
+            return crate::serving::replica::build(conn, raw, &table, access, tx, started);
+        }
+    }
     // Resolved before the transaction: a Paimon source's staged rows must survive a rollback so
     // that explain_load_failure can point at the offending row.
     let src = resolve(conn, raw, false, access)?;
@@ -666,7 +676,14 @@ pub fn dashboard(conn: &Connection, company: &str, query: &DashboardQuery) -> Re
 }
 
 pub fn olap(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue> {
-    per_company(conn, "serving_olap", &query.olap_sql(), company, query)
+    per_company(conn, "serving_olap", &query.olap_sql(), company, query).or_else(|e| match e {
+        // fct_orders missing while serving_meta is there: a mart-only replica.
+        Error::NotBuilt { .. } => {
+            crate::serving::replica::refuse_in_mart_mode(conn, "serving_olap", crate::serving::replica::NEEDS_FACT)?;
+            Err(e)
+        }
+        e => Err(e),
+    })
 }
 
 /// The physical plan of exactly the dashboard statement of `query`'s shape, with its values bound.

@@ -438,6 +438,11 @@ pub fn refresh(
 ) -> Result<RefreshSummary> {
     let started = Instant::now();
     layer::refuse_read_only(conn, "serving_refresh")?;
+    crate::serving::replica::refuse_in_mart_mode(
+        conn,
+        "serving_refresh",
+        "a replica is kept fresh by serving_follow on its mart table, or rebuilt by serving_build",
+    )?;
     let src = layer::resolve_changes(conn, raw, access, deleted)?;
     let applied = tx
         .run(conn, || apply(conn, &src, src.lake_snapshot, started))
@@ -465,6 +470,7 @@ pub struct Difference {
 pub fn reconcile(conn: &Connection) -> Result<(Vec<Difference>, Option<i64>)> {
     use duckdb::types::ValueRef;
     require_built(conn, "serving_reconcile")?;
+    crate::serving::replica::refuse_in_mart_mode(conn, "serving_reconcile", crate::serving::replica::NEEDS_FACT)?;
     in_transaction(conn, || {
         let failed = |e: duckdb::Error| Error::duckdb("serving_reconcile", &e);
         let generation: Option<i64> =
@@ -526,7 +532,8 @@ pub struct Status {
     pub refresh_source: Option<String>,
     pub refreshes: i64,
     pub lake_snapshot: Option<i64>,
-    pub fct_rows: i64,
+    /// Rows of fct_orders (None on a mart-only replica, which has none).
+    pub fct_rows: Option<i64>,
     pub mart_rows: i64,
     pub last_reconcile_at: Option<i64>,
     pub last_reconcile_clean: Option<bool>,
@@ -534,14 +541,20 @@ pub struct Status {
     pub age_seconds: f64,
     /// Which state serving_meta describes.
     pub generation: Option<i64>,
+    pub mode: crate::serving::replica::Mode,
 }
 
 pub fn status(conn: &Connection) -> Result<Status> {
     require_built(conn, "serving_status")?;
+    let mode = crate::serving::replica::mode(conn, "serving_status")?;
+    let fact_rows = match mode {
+        crate::serving::replica::Mode::Fact => format!("(SELECT count(*) FROM {FACT})"),
+        crate::serving::replica::Mode::Mart => "CAST(NULL AS BIGINT)".to_string(),
+    };
     let epoch_us = |col: &str| format!("epoch_us({col})");
     let sql = format!(
         "SELECT {}, source, {}, refresh_source, refreshes, lake_snapshot, \
-         (SELECT count(*) FROM {FACT}), (SELECT count(*) FROM {MART}), {}, last_reconcile_clean, generation \
+         {fact_rows}, (SELECT count(*) FROM {MART}), {}, last_reconcile_clean, generation \
          FROM {META}",
         epoch_us("built_at"),
         epoch_us("refreshed_at"),
@@ -562,6 +575,7 @@ pub fn status(conn: &Connection) -> Result<Status> {
                 last_reconcile_clean: r.get(9)?,
                 age_seconds: 0.0,
                 generation: r.get(10)?,
+                mode,
             })
         })
         .map_err(|e| not_built("serving_status", e))?;

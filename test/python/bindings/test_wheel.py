@@ -85,6 +85,7 @@ def test_wheel_is_a_valid_wheel_of_this_version(wheel):
         [
             "streamhouse/__init__.py",
             "streamhouse/_version.py",
+            "streamhouse/ray.py",
             ARTIFACT,
             f"{dist_info}/METADATA",
             f"{dist_info}/WHEEL",
@@ -117,6 +118,12 @@ def test_wheel_is_a_valid_wheel_of_this_version(wheel):
     meta = [tuple(line.split(": ", 1)) for line in head.splitlines()]
     assert ("Name", "streamhouse") in meta and ("Version", version) in meta
     assert ("Requires-Dist", "duckdb>=1.5.6") in meta  # the oldest DuckDB that loads the artifact (README)
+    # the optional extra streamhouse[ray], pinned as scripts/requirements.txt pins the tested versions
+    pins = dict(re.findall(r"^([A-Za-z0-9_.\[\]-]+)==(\S+)", (ROOT / "scripts" / "requirements.txt").read_text(), re.M))
+    assert ("Provides-Extra", "ray") in meta
+    for name in ("ray[data]", "pypaimon", "pypaimon-rust"):
+        assert ("Requires-Dist", f'{name}=={pins[name]}; extra == "ray"') in meta, (name, head)
+    assert files["streamhouse/ray.py"] == (ROOT / "python" / "streamhouse" / "ray.py").read_bytes()
 
 
 def test_platform_tag_is_what_auditwheel_derives(wheel):

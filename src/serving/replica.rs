@@ -1,0 +1,319 @@
+//! Mart-only replicas. A serving layer built from a Paimon *mart* table — columns `company,
+//! order_day, revenue, orders`, primary key `(company, order_day)`, as `paimon_mart_ddl` makes it
+//! and a Ray job, a Flink job or another streamhouse fills it — holds `mart_daily` and the group
+//! counts only, never `fct_orders`: its memory grows with the mart, not with the fact. The
+//! dashboard reads it exactly as in fact mode. Following such a table replaces the mart with the
+//! new snapshot's in one transaction (readers see the old or the new mart, never a mix).
+//!
+//! The mode is what the layer holds: `fact` when its `fct_orders` exists where `serving_meta`
+//! says the layer lives, `mart` otherwise. Nothing new is written to disk for it.
+
+use std::time::Instant;
+
+use duckdb::Connection;
+
+use crate::core::error::{Error, Result};
+use crate::core::quote;
+use crate::core::schema::{self, Place, COUNTS, FACT, MART, META};
+use crate::host::transaction::Transaction;
+use crate::lake::{Access, LakeTable};
+use crate::serving::layer::{self, BuildSummary};
+
+/// The mart table's columns, in the order they are read.
+pub const MART_COLUMNS: [&str; 4] = ["company", "order_day", "revenue", "orders"];
+const KEY: [&str; 2] = ["company", "order_day"];
+/// Where a replica build stages the mart table's rows (a temp table of our own connection).
+const STAGE: &str = "__sh_mart_stage";
+
+/// What to do instead of a fact-only function on a replica.
+pub const NEEDS_FACT: &str = "compare against the fact where it lives: on the primary that publishes the mart, or in a \
+     database built from the fact table";
+
+/// What a serving layer holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// `fct_orders` and the mart built from it.
+    #[default]
+    Fact,
+    /// Only the mart, read from a Paimon mart table.
+    Mart,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Fact => "fact",
+            Mode::Mart => "mart",
+        }
+    }
+}
+
+/// Whether a Paimon table is a mart table: its primary key is exactly `(company, order_day)`
+/// (a fact table's key is `order_id`). Its columns are checked when it is read, so a mart
+/// table missing one is refused by name rather than taken for a fact table.
+pub fn is_mart_table(table: &LakeTable) -> bool {
+    let keys = table.primary_keys();
+    keys.len() == KEY.len() && KEY.iter().all(|k| keys.iter().any(|p| p.eq_ignore_ascii_case(k)))
+}
+
+/// The mode of the layer `serving_meta` (as the caller's search_path resolves it) describes.
+pub fn mode(conn: &Connection, function: &'static str) -> Result<Mode> {
+    let (catalog, schema_name): (Option<String>, Option<String>) = conn
+        .query_row(&format!("SELECT serving_catalog, serving_schema FROM {META}"), [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(|e| layer::not_built(function, e))?;
+    let (Some(catalog), Some(schema_name)) = (catalog, schema_name) else { return Ok(Mode::Fact) };
+    let facts: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM duckdb_tables() WHERE lower(database_name) = lower(?) \
+             AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?) AND NOT temporary",
+            duckdb::params![catalog, schema_name, FACT],
+            |r| r.get(0),
+        )
+        .map_err(|e| Error::duckdb(format!("{function}: reading the layer's mode"), &e))?;
+    Ok(if facts > 0 { Mode::Fact } else { Mode::Mart })
+}
+
+/// Refuses `function` on a mart-only replica: it needs the fact, which a replica does not hold.
+pub fn refuse_in_mart_mode(conn: &Connection, function: &'static str, instead: &str) -> Result<()> {
+    if mode(conn, function)? != Mode::Mart {
+        return Ok(());
+    }
+    Err(Error::Refused {
+        function,
+        problem: format!(
+            "this serving layer is a mart-only replica (built from a Paimon mart table): it holds mart_daily \
+             but no fct_orders, which {function} needs; {instead}"
+        ),
+    })
+}
+
+/// Reads the mart table's latest snapshot into the stage and checks it: no NULL key, no
+/// duplicate group, a positive order count and a revenue on every group. Returns the snapshot.
+fn stage(conn: &Connection, raw: &str, table: &LakeTable) -> Result<Option<i64>> {
+    let schema = table.schema()?;
+    let mut missing = Vec::new();
+    let mut projection = Vec::new();
+    for want in MART_COLUMNS {
+        match schema.fields().iter().find(|f| f.name().eq_ignore_ascii_case(want)) {
+            Some(f) => projection.push(f.name().clone()),
+            None => missing.push(want),
+        }
+    }
+    if let Some(column) = missing.first() {
+        let found = schema.fields().iter().map(|f| f.name().clone()).collect();
+        let column = MART_COLUMNS.iter().find(|c| *c == column).expect("listed");
+        return Err(Error::MissingColumn { source: raw.into(), column, found });
+    }
+    let scan = table.scan(None, None, Some(projection))?;
+    let snapshot = scan.snapshot;
+    let failed = |e: duckdb::Error| Error::duckdb(format!("serving: staging the mart table '{raw}'"), &e);
+    // The lake's types are cast on the way in: text to VARCHAR, a date to DATE, any exact
+    // number to HUGEINT/BIGINT (a fractional revenue fails the cast and is reported below).
+    conn.execute_batch(&format!(
+        "CREATE OR REPLACE TEMP TABLE {STAGE} (company VARCHAR, order_day DATE, revenue HUGEINT, orders BIGINT)"
+    ))
+    .map_err(failed)?;
+    let raw_stage = format!("{STAGE}_raw");
+    let mut first = true;
+    for batch in scan.stream(1) {
+        let batch = batch?;
+        if first {
+            let cols = batch
+                .schema()
+                .fields()
+                .iter()
+                .zip(MART_COLUMNS)
+                .map(|(f, name)| format!("{} {}", quote::ident(name), layer::duckdb_type_name(f.data_type())))
+                .collect::<Vec<_>>()
+                .join(", ");
+            conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {raw_stage} ({cols})")).map_err(failed)?;
+            first = false;
+        }
+        let mut appender = conn.appender(&raw_stage).map_err(failed)?;
+        appender.append_record_batch(batch).map_err(failed)?;
+        appender.flush().map_err(failed)?;
+    }
+    if !first {
+        conn.execute_batch(&format!(
+            "INSERT INTO {STAGE} SELECT company, order_day, revenue, orders FROM {raw_stage}; DROP TABLE {raw_stage}"
+        ))
+        .map_err(|e| Error::BadRow {
+            source: raw.into(),
+            problem: format!("a value does not convert to the mart's types ({})", crate::core::error::clean_duckdb_message(&e)),
+        })?;
+    }
+    check_rows(conn, raw)?;
+    Ok(snapshot)
+}
+
+/// The first problem in the staged mart, if any, named with its group.
+fn check_rows(conn: &Connection, raw: &str) -> Result<()> {
+    let checks = [
+        ("company IS NULL", "company is NULL"),
+        ("order_day IS NULL", "order_day is NULL"),
+        ("revenue IS NULL", "revenue is NULL"),
+        ("orders IS NULL", "orders is NULL"),
+        ("orders <= 0", "the order count is not positive"),
+    ];
+    for (predicate, problem) in checks {
+        let found: Option<(Option<String>, Option<String>, Option<i64>)> = conn
+            .query_row(
+                &format!(
+                    "SELECT company, CAST(order_day AS VARCHAR), orders FROM {STAGE} WHERE {predicate} \
+                     ORDER BY company, order_day LIMIT 1"
+                ),
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .map(Some)
+            .or_else(|e| match e {
+                duckdb::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(Error::duckdb("serving: checking the mart table", &e)),
+            })?;
+        if let Some((company, day, orders)) = found {
+            let show = |v: Option<String>| v.map_or("NULL".to_string(), |s| format!("'{s}'"));
+            return Err(Error::BadRow {
+                source: raw.into(),
+                problem: format!(
+                    "mart group (company {}, order_day {}, orders {}): {problem}; a mart table holds one row per \
+                     (company, order_day) with its revenue and a positive order count",
+                    show(company),
+                    show(day),
+                    orders.map_or("NULL".to_string(), |o| o.to_string())
+                ),
+            });
+        }
+    }
+    let duplicate: Option<(String, String, i64)> = conn
+        .query_row(
+            &format!(
+                "SELECT company, CAST(order_day AS VARCHAR), count(*) FROM {STAGE} GROUP BY ALL HAVING count(*) > 1 \
+                 ORDER BY ALL LIMIT 1"
+            ),
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .map(Some)
+        .or_else(|e| match e {
+            duckdb::Error::QueryReturnedNoRows => Ok(None),
+            e => Err(Error::duckdb("serving: checking the mart table", &e)),
+        })?;
+    if let Some((company, day, n)) = duplicate {
+        return Err(Error::BadRow {
+            source: raw.into(),
+            problem: format!("mart group (company '{company}', order_day '{day}') appears {n} times; its key must be unique"),
+        });
+    }
+    Ok(())
+}
+
+/// Replaces the mart and counts at `place` with the staged mart (the caller owns the
+/// transaction); a fact layer's `fct_orders` there is dropped: the layer is now a replica.
+fn install(conn: &Connection, place: &Place) -> Result<()> {
+    let failed = |e: duckdb::Error| Error::duckdb("serving: installing the mart", &e);
+    conn.execute_batch(&format!(
+        "DROP TABLE IF EXISTS {fact}; \
+         CREATE OR REPLACE TABLE {mart} AS SELECT company, order_day, revenue FROM {STAGE} ORDER BY company, order_day; \
+         CREATE OR REPLACE TABLE {counts} AS SELECT company, list(order_day ORDER BY order_day) AS order_days, \
+             list(orders ORDER BY order_day) AS orders FROM {STAGE} GROUP BY company ORDER BY company",
+        fact = place.of(FACT),
+        mart = place.of(MART),
+        counts = place.of(COUNTS),
+    ))
+    .map_err(failed)
+}
+
+/// `serving_build` of a mart table, inside `tx` (left open for the caller to commit).
+pub fn build(
+    conn: &Connection,
+    raw: &str,
+    table: &LakeTable,
+    access: &Access,
+    tx: &mut Transaction,
+    started: Instant,
+) -> Result<BuildSummary> {
+    let snapshot = stage(conn, raw, table)?;
+    tx.run(conn, || {
+        let place = layer::current_place(conn)?;
+        let recorded = layer::recorded_source(raw, access);
+        install(conn, &place)?;
+        conn.execute_batch(&schema::meta_ddl(&place)).map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
+        conn.execute(
+            &format!(
+                "INSERT INTO {} VALUES (make_timestamp(?), ?, NULL, NULL, 0, ?, NULL, NULL, \
+                 (SELECT coalesce(sum(orders), 0) FROM {STAGE}), ?, ?, ?)",
+                place.of(META)
+            ),
+            duckdb::params![
+                layer::now_micros(),
+                recorded,
+                snapshot,
+                crate::serving::handoff::random_token(),
+                place.catalog,
+                place.schema
+            ],
+        )
+        .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
+        summarize(conn, &place, &recorded, snapshot, started)
+    })
+}
+
+fn summarize(conn: &Connection, place: &Place, source: &str, snapshot: Option<i64>, started: Instant) -> Result<BuildSummary> {
+    let sql = format!(
+        "SELECT (SELECT coalesce(sum(orders), 0) FROM {STAGE}), count(*), count(DISTINCT company), \
+         count(DISTINCT order_day), sum(revenue) FROM {}",
+        place.of(MART)
+    );
+    conn.query_row(&sql, [], |r| {
+        Ok(BuildSummary {
+            fct_rows: r.get(0)?,
+            mart_rows: r.get(1)?,
+            companies: r.get(2)?,
+            days: r.get(3)?,
+            total_revenue: match r.get_ref(4)? {
+                duckdb::types::ValueRef::HugeInt(v) => Some(v),
+                _ => None,
+            },
+            source: source.into(),
+            lake_snapshot: snapshot,
+            elapsed_ms: layer::elapsed_ms(started),
+        })
+    })
+    .map_err(|e| Error::duckdb("serving: summarizing", &e))
+}
+
+/// A follower's apply on a replica: the mart table's latest snapshot, if newer than the one
+/// served, replaces the mart in one transaction. Returns the snapshot applied.
+pub fn apply(conn: &Connection, raw: &str, path: &str, access: &Access, served: Option<i64>) -> Result<Option<i64>> {
+    let table = LakeTable::open("serving_follow", path, access)?;
+    let latest = table.latest_snapshot()?;
+    if latest.is_none() || latest <= served {
+        return Ok(None);
+    }
+    let snapshot = stage(conn, raw, &table)?;
+    let mut tx = Transaction::new();
+    let done = tx.run(conn, || {
+        let place = layer::current_place(conn)?;
+        install(conn, &place)?;
+        conn.execute(
+            &format!(
+                "UPDATE {} SET refreshed_at = make_timestamp(?), refresh_source = source, refreshes = refreshes + 1, \
+                 lake_snapshot = ?, fct_rows = (SELECT coalesce(sum(orders), 0) FROM {STAGE}), generation = ?",
+                place.of(META)
+            ),
+            duckdb::params![layer::now_micros(), snapshot, crate::serving::handoff::random_token()],
+        )
+        .map_err(|e| Error::duckdb("serving_follow: recording the apply", &e))?;
+        Ok(())
+    });
+    match done {
+        Ok(()) => {
+            tx.commit(conn)?;
+            Ok(snapshot)
+        }
+        Err(e) => {
+            tx.rollback(conn);
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,396 @@
+"""streamhouse.ray.build_mart (issue 19 item 3) on a real Ray cluster: a head and a second node
+(`ray start`), with the job's driver beside them, all inside a namespace of their own (`unshare`:
+network, so that Ray can only bind and dial loopback, and pid, so that nothing of the cluster can
+outlive it). The fact tables are written here by pypaimon, commit by commit.
+
+Oracles: the mart recomputed in plain Python from the commits (each merge engine's merge done by
+hand: support.lake_util), read back with pypaimon's own batch read; and `serving_build` of the same
+fact by the extension. Never build_mart's own answer."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import queue
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from conftest import connect
+from support.lake_util import Warehouse, oracle_deduplicate, oracle_partial_update
+
+ROOT = Path(__file__).resolve().parents[3]
+DRIVER = Path(__file__).resolve().parents[1] / "support" / "ray_mart_driver.py"
+PORT = 6390  # the namespace has its own loopback: no port of the machine is touched
+ORDERS = pa.schema(
+    [
+        pa.field("order_id", pa.int64(), nullable=False),
+        ("company", pa.string()),
+        ("order_day", pa.date32()),
+        ("revenue", pa.int64()),
+    ]
+)
+COMPANIES = ["O'Reilly", "Café Zürich", "東京商事", "acme", "globex", 'Smith, "Jones" & Co']
+START = datetime.date(2026, 10, 1)
+# Ray's own start and stop in the namespace; the driver answers build_mart commands on stdin.
+CLUSTER = """
+set -u
+ip link set lo up || exit 90
+common="--node-ip-address=127.0.0.1 --num-cpus=1 --object-store-memory=200000000 --disable-usage-stats"
+timeout 120 "$RAY" start --head --port=$PORT --include-dashboard=false --temp-dir="$RAY_TMP" $common >&2 &&
+timeout 120 "$RAY" start --address=127.0.0.1:$PORT $common >&2 &&
+timeout 900 "$PY" "$DRIVER" 127.0.0.1:$PORT
+rc=$?
+timeout 60 "$RAY" stop --force >&2
+exit $rc
+"""
+
+
+class Cluster:
+    """The namespace's bash (its pid 1), Ray's head and second node, and the driver."""
+
+    def __init__(self):
+        self.tmp = tempfile.mkdtemp(prefix="shray")  # short: Ray's socket paths live under it
+        self.log = open(os.path.join(self.tmp, "cluster.log"), "w+")  # noqa: SIM115
+        env = {
+            **os.environ,
+            "RAY": str(Path(sys.executable).parent / "ray"),
+            "PY": sys.executable,
+            "DRIVER": str(DRIVER),
+            "PORT": str(PORT),
+            "RAY_TMP": os.path.join(self.tmp, "ray"),
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]),
+            "RAY_USAGE_STATS_ENABLED": "0",
+        }
+        self.proc = subprocess.Popen(
+            ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child", "bash", "-c", CLUSTER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            env=env,
+        )
+        self.pid_ns = self._pid_namespace()
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        self.ready = self._answer(180)
+
+    def _pid_namespace(self) -> str:
+        """The pid namespace of unshare's child (the namespace's pid 1), once it exists."""
+        own = os.readlink(f"/proc/{self.proc.pid}/ns/pid")
+        for _ in range(200):
+            try:
+                with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+                    children = f.read().split()
+                if children and (ns := os.readlink(f"/proc/{children[0]}/ns/pid")) != own:
+                    return ns
+            except OSError:
+                pass
+            threading.Event().wait(0.05)
+        raise AssertionError("unshare did not start its namespace")
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            if line.startswith("@@answer "):
+                self.lines.put(json.loads(line[len("@@answer ") :]))
+        self.lines.put(None)
+
+    def _answer(self, timeout: float) -> dict:
+        try:
+            got = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            got = None
+        if got is None:
+            self.log.seek(0)
+            pytest.fail(f"the Ray cluster or its driver gave no answer; its log:\n{self.log.read()[-6000:]}")
+        return got
+
+    def build(self, fact: str, mart: str, options=None, pythonpath=None, workers_only=False) -> dict:
+        cmd = {"fact": fact, "mart": mart, "options": options, "pythonpath": pythonpath, "workers_only": workers_only}
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+        return self._answer(240)
+
+    def members(self) -> list[int]:
+        """Processes of the namespace still alive (by pid namespace, the machine's view)."""
+        alive = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if os.readlink(f"/proc/{pid}/ns/pid") == self.pid_ns:
+                    alive.append(int(pid))
+            except OSError:
+                pass
+        return alive
+
+    def stop(self) -> int:
+        self.proc.stdin.close()
+        try:
+            rc = self.proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()  # --kill-child: the namespace's pid 1 goes, and the kernel ends the rest
+            rc = self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        return rc
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster()
+    try:
+        yield c
+    finally:
+        rc = c.stop()
+        for _ in range(100):  # the kernel reaps a dead namespace's processes asynchronously
+            if not c.members():
+                break
+            threading.Event().wait(0.1)
+        assert c.members() == [], "Ray processes outlived the test's cluster"
+        assert subprocess.run(["pgrep", "-f", c.tmp], capture_output=True).stdout == b""
+        assert rc == 0, f"the cluster's driver exited with {rc}"
+
+
+@pytest.fixture(scope="module")
+def wh(tmp_path_factory):
+    return Warehouse(tmp_path_factory.mktemp("raywh"))
+
+
+def order(rng, i, company=None):
+    return {
+        "order_id": i,
+        "company": company or rng.choice(COMPANIES),
+        "order_day": START + datetime.timedelta(days=rng.randrange(60)),
+        "revenue": rng.randint(-500, 100_000),
+    }
+
+
+def mart_oracle(merged: list[dict]) -> dict:
+    out: dict = defaultdict(lambda: [0, 0])
+    for r in merged:
+        cell = out[(r["company"], r["order_day"])]
+        cell[0] += r["revenue"]
+        cell[1] += 1
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def read_mart(wh: Warehouse, name: str) -> dict:
+    """pypaimon's own batch read of the mart table: {(company, day): (revenue, orders)}."""
+    table = wh.catalog.get_table(f"db.{name}")
+    rb = table.new_read_builder()
+    rows = rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist()
+    out = {(r["company"], r["order_day"]): (int(r["revenue"]), r["orders"]) for r in rows}
+    assert len(out) == len(rows), "the mart holds a (company, order_day) twice"
+    return out
+
+
+def latest(wh: Warehouse, name: str):
+    return wh.catalog.get_table(f"db.{name}").snapshot_manager().get_latest_snapshot()
+
+
+@pytest.fixture(scope="module")
+def fact(wh):
+    """A partial-update fact over 3 buckets: 20k orders in two commits, then revenue corrections
+    and moves to another company/day written as partial rows (NULL = keep), and a group whose sum
+    passes BIGINT's range."""
+    rng = random.Random(19)
+    t = wh.create("orders", ORDERS, ["order_id"], {"bucket": "3", "merge-engine": "partial-update"})
+    t.commit([order(rng, i) for i in range(12_000)])
+    t.commit([order(rng, i) for i in range(12_000, 20_000)])
+    t.commit(
+        [
+            {"order_id": i, "company": None, "order_day": None, "revenue": rng.randint(0, 9_000)}
+            for i in range(0, 20_000, 7)
+        ]
+    )
+    moved = rng.sample(range(20_000), 1_500)
+    t.commit([{**order(rng, i), "revenue": None} for i in moved])
+    big = START + datetime.timedelta(days=3)
+    t.commit([{"order_id": 20_000 + k, "company": "東京商事", "order_day": big, "revenue": 2**62} for k in range(3)])
+    return t
+
+
+@pytest.mark.timeout(400)
+def test_build_mart_equals_the_merged_fact_and_replaces_it_exactly(cluster, wh, fact):
+    assert sorted(cluster.ready["nodes"]) == ["127.0.0.1", "127.0.0.1"], cluster.ready
+    source, target = "paimon:" + wh.path("orders"), "paimon:" + wh.path("mart")
+    want = mart_oracle(oracle_partial_update(fact.commits, key="order_id"))
+    assert max(rev for rev, _ in want.values()) > 2**63  # the exact DECIMAL(38, 0) sum is tested
+
+    got = cluster.build(source, target)
+    assert "result" in got, got
+    r = got["result"]
+    assert read_mart(wh, "mart") == want
+    assert (r["groups"], r["orders"], r["fact_snapshot"]) == (len(want), 20_003, 5)
+    assert r["target"] == target and r["elapsed_s"] > 0
+    # pypaimon-rust's native merge read every split, on both nodes of the cluster, with no warning
+    assert (r["reader"], got["warnings"]) == ("native", [])
+    assert r["read_tasks"] >= 2 and r["read_nodes"] == 2, r
+    snap = latest(wh, "mart")
+    assert (snap.id, snap.commit_kind) == (r["snapshot"], "OVERWRITE")
+
+    # The mart table: the shape the serving layer reads (mart-only replicas, issue 19 item 2).
+    schema = wh.catalog.get_table("db.mart").table_schema
+    assert [(f.name, str(f.type)) for f in schema.fields] == [
+        ("company", "STRING NOT NULL"),
+        ("order_day", "DATE NOT NULL"),
+        ("revenue", "DECIMAL(38, 0)"),
+        ("orders", "BIGINT"),
+    ]
+    assert (schema.primary_keys, schema.partition_keys) == (["company", "order_day"], [])
+    assert schema.options["merge-engine"] == "deduplicate" and int(schema.options["bucket"]) >= 1
+
+    # More commits: every globex order moves to acme (globex's groups must disappear), new orders
+    # of a new company, and revenue corrections. The second build is again exactly the fact's mart.
+    rng = random.Random(20)
+    merged = {row["order_id"]: row for row in oracle_partial_update(fact.commits, key="order_id")}
+    gone = [i for i, row in merged.items() if row["company"] == "globex"]
+    fact.commit([{"order_id": i, "company": "acme", "order_day": None, "revenue": None} for i in gone])
+    fact.commit([order(rng, 30_000 + k, company="Nova") for k in range(500)])
+    fact.commit([{"order_id": i, "company": None, "order_day": None, "revenue": -1} for i in range(5, 9_000, 11)])
+    want2 = mart_oracle(oracle_partial_update(fact.commits, key="order_id"))
+    assert not any(c == "globex" for c, _ in want2) and any(c == "globex" for c, _ in want)
+
+    got2 = cluster.build(source, target)
+    assert "result" in got2, got2
+    assert read_mart(wh, "mart") == want2
+    r2 = got2["result"]
+    assert (r2["groups"], r2["orders"], r2["fact_snapshot"], r2["reader"]) == (len(want2), 20_503, 8, "native")
+    assert r2["snapshot"] == r["snapshot"] + 1 == latest(wh, "mart").id  # one commit per build
+
+
+@pytest.mark.timeout(300)
+def test_build_mart_of_a_deduplicate_fact(cluster, wh):
+    rng = random.Random(21)
+    schema = pa.schema([*ORDERS, pa.field("op", pa.string())])  # the row kind: +I, +U or -D
+    options = {"bucket": "2", "merge-engine": "deduplicate", "rowkind.field": "op"}
+    t = wh.create("dedup", schema, ["order_id"], options)
+    t.commit([{**order(rng, i), "op": "+I"} for i in range(3_000)])
+    t.commit([{**order(rng, i), "op": "+U"} for i in rng.sample(range(3_000), 800)])  # whole rows rewritten
+    t.commit([{**order(rng, i), "op": rng.choice(["+U", "-D"])} for i in rng.sample(range(4_000), 900)])
+    want = mart_oracle(oracle_deduplicate(t.commits, key="order_id", kind="op"))
+    assert sum(n for _, n in want.values()) < 3_000 + 1_000 - 200  # deletes took orders away
+    got = cluster.build(wh.path("dedup"), wh.path("dedup_mart"))  # plain directory paths
+    assert "result" in got, got
+    assert read_mart(wh, "dedup_mart") == want
+    assert got["result"]["reader"] == "native"
+    # A fact with no orders at all (no snapshot yet): the mart is replaced by an empty one.
+    wh.create("no_orders", ORDERS, ["order_id"], {"bucket": "2", "merge-engine": "deduplicate"})
+    got = cluster.build(wh.path("no_orders"), wh.path("dedup_mart"))
+    assert "result" in got, got
+    assert read_mart(wh, "dedup_mart") == {}
+    assert (got["result"]["groups"], got["result"]["fact_snapshot"], got["result"]["reader"]) == (0, None, "none")
+    assert got["result"]["snapshot"] == latest(wh, "dedup_mart").id
+
+
+@pytest.mark.timeout(300)
+def test_build_mart_says_when_pypaimon_falls_back_to_its_python_reader(cluster, wh, fact, tmp_path):
+    """The reader check is not vacuous: with a pypaimon-rust that cannot be imported (on the driver
+    and the job's workers) pypaimon reads with its Python reader, still exact, and build_mart says
+    so. A driver with pypaimon-rust plans native splits, which workers without it cannot load: that
+    is refused naming the missing package, and nothing is written."""
+    shadow = tmp_path / "shadow" / "pypaimon_rust"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('pypaimon-rust hidden by test_ray_mart')\n")
+    got = cluster.build(wh.path("orders"), wh.path("fallback_mart"), pythonpath=str(shadow.parent))
+    assert "result" in got, got
+    assert got["result"]["reader"] == "python", got
+    assert len(got["warnings"]) == 1 and "pure-Python reader" in got["warnings"][0], got
+    assert "pypaimon-rust hidden by test_ray_mart" in got["warnings"][0], got
+    assert read_mart(wh, "fallback_mart") == mart_oracle(oracle_partial_update(fact.commits, key="order_id"))
+    snapshot = latest(wh, "fallback_mart").id
+    got = cluster.build(wh.path("orders"), wh.path("fallback_mart"), pythonpath=str(shadow.parent), workers_only=True)
+    assert got.get("error") == "RuntimeError", got
+    assert "cannot import pypaimon_rust" in got["message"] and "on every node" in got["message"], got
+    assert latest(wh, "fallback_mart").id == snapshot
+
+
+@pytest.mark.timeout(300)
+def test_build_mart_refuses_bad_tables_and_changes_nothing(cluster, wh, fact, tmp_path):
+    source = "paimon:" + wh.path("orders")
+    # A mart target holding a table of another shape (revenue BIGINT, key company only).
+    other = pa.schema(
+        [
+            pa.field("company", pa.string(), nullable=False),
+            pa.field("order_day", pa.date32(), nullable=False),
+            ("revenue", pa.int64()),
+            ("orders", pa.int64()),
+        ]
+    )
+    shaped = wh.create("other_shape", other, ["company"], {"bucket": "1"})
+    shaped.commit([{"company": "x", "order_day": START, "revenue": 1, "orders": 1}])
+    before = latest(wh, "other_shape").id
+    got = cluster.build(source, "paimon:" + wh.path("other_shape"))
+    assert got.get("error") == "MartError", got
+    for needle in [wh.path("other_shape"), "revenue BIGINT", "DECIMAL(38,0)", "primary key (company)"]:
+        assert needle in got["message"], (needle, got["message"])
+    assert latest(wh, "other_shape").id == before
+    assert read_rows(wh, "other_shape") == [{"company": "x", "order_day": START, "revenue": 1, "orders": 1}]
+
+    # A mart target that holds something else than a Paimon table.
+    junk = Path(wh.path("junk"))
+    junk.mkdir(parents=True)
+    (junk / "keep.txt").write_text("mine")
+    got = cluster.build(source, str(junk))
+    assert got.get("error") == "MartError" and "is not a Paimon table" in got["message"], got
+    assert sorted(p.name for p in junk.iterdir()) == ["keep.txt"]
+
+    # A fact without revenue.
+    no_rev = pa.schema([pa.field("order_id", pa.int64(), nullable=False), ("company", pa.string())])
+    wh.create("no_revenue", no_rev, ["order_id"], {"bucket": "1"}).commit([{"order_id": 1, "company": "a"}])
+    got = cluster.build(wh.path("no_revenue"), wh.path("never_made"))
+    assert got.get("error") == "MartError", got
+    assert "has no column 'order_day'" in got["message"] and wh.path("no_revenue") in got["message"], got
+    assert not Path(wh.path("never_made")).exists()
+
+    # A merged order with a NULL company (the serving layer refuses it) fails the job, and the mart
+    # keeps its snapshot and rows; a fresh target is not even created.
+    nulls = wh.create("nulls", ORDERS, ["order_id"], {"bucket": "2", "merge-engine": "partial-update"})
+    nulls.commit([order(random.Random(1), i) for i in range(100)])
+    nulls.commit([{"order_id": 7, "company": None, "order_day": START, "revenue": 1}])  # NULL: keep
+    assert "result" in cluster.build(wh.path("nulls"), wh.path("nulls_mart"))
+    before = (latest(wh, "nulls_mart").id, read_mart(wh, "nulls_mart"))
+    assert before[1] == mart_oracle(oracle_partial_update(nulls.commits, key="order_id"))
+    nulls.commit([{"order_id": 1000, "company": None, "order_day": START, "revenue": 5}])  # new order
+    for target in ["nulls_mart", "nulls_fresh"]:
+        got = cluster.build(wh.path("nulls"), "paimon:" + wh.path(target))
+        assert got.get("error") == "MartError", got
+        assert "company is NULL for order_id 1000" in got["message"], got
+        assert wh.path("nulls") in got["message"], got
+    assert (latest(wh, "nulls_mart").id, read_mart(wh, "nulls_mart")) == before
+    assert not Path(wh.path("nulls_fresh")).exists()
+
+
+def read_rows(wh: Warehouse, name: str) -> list[dict]:
+    table = wh.catalog.get_table(f"db.{name}")
+    rb = table.new_read_builder()
+    return rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist()
+
+
+@pytest.mark.timeout(300)
+def test_build_mart_equals_serving_build_of_the_same_fact(cluster, wh, ext_path):
+    rng = random.Random(22)
+    t = wh.create("served", ORDERS, ["order_id"], {"bucket": "2", "merge-engine": "partial-update"})
+    t.commit([order(rng, i) for i in range(4_000)])
+    t.commit(
+        [{"order_id": i, "company": None, "order_day": None, "revenue": rng.randint(-9, 9)} for i in range(0, 4_000, 3)]
+    )
+    t.commit([{**order(rng, i), "revenue": None} for i in rng.sample(range(4_000), 300)])
+    got = cluster.build("paimon:" + wh.path("served"), "paimon:" + wh.path("served_mart"))
+    assert "result" in got, got
+    ray_mart = sorted((c, d, rev) for (c, d), (rev, _) in read_mart(wh, "served_mart").items())
+    con = connect(":memory:", ext_path)
+    try:
+        con.execute("SELECT * FROM serving_build($1)", ["paimon:" + wh.path("served")]).fetchall()
+        served = sorted(con.execute("SELECT company, order_day, revenue FROM mart_daily").fetchall())
+    finally:
+        con.close()
+    assert served == ray_mart
+    assert len(served) > 300
