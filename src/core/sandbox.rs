@@ -172,9 +172,7 @@ impl Sandbox {
             return if self.permits_remote(dir, false) { Ok(()) } else { Err(self.denied(function, dir)) };
         }
         let local = local_path(dir);
-        if local.len() > MAX_PATH
-            || local.contains('\0')
-            || !self.inside_allowed_directory(&resolve(Path::new(local)))
+        if local.len() > MAX_PATH || local.contains('\0') || !self.inside_allowed_directory(&resolve(Path::new(local)))
         {
             return Err(self.denied(function, dir));
         }

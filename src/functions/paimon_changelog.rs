@@ -10,8 +10,8 @@ use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
-use super::glue::settings::sandbox;
 use super::glue::lake_batches::{self, Batches};
+use super::glue::settings::sandbox;
 use crate::core::error::Error;
 use crate::lake::{Access, LakeTable};
 
@@ -70,8 +70,7 @@ impl VTab for PaimonChangelog {
                 // The audit log is `rowkind` followed by the table's columns.
                 let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![id; batch.num_rows()]))];
                 columns.extend(batch.columns().iter().cloned());
-                RecordBatch::try_new(schema.clone(), columns)
-                    .map_err(|e| Error::internal(NAME, e.to_string()))
+                RecordBatch::try_new(schema.clone(), columns).map_err(|e| Error::internal(NAME, e.to_string()))
             })))
         })
     }

@@ -18,6 +18,9 @@ impl VScalar for PaimonMartJob {
 
     fn signatures() -> Vec<ScalarFunctionSignature> {
         let t = |id| LogicalTypeHandle::from(id);
-        vec![ScalarFunctionSignature::exact(vec![t(LogicalTypeId::Varchar), t(LogicalTypeId::Varchar)], t(LogicalTypeId::Varchar))]
+        vec![ScalarFunctionSignature::exact(
+            vec![t(LogicalTypeId::Varchar), t(LogicalTypeId::Varchar)],
+            t(LogicalTypeId::Varchar),
+        )]
     }
 }

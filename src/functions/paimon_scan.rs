@@ -11,8 +11,8 @@ use duckdb::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
-use super::glue::settings::sandbox;
 use super::glue::lake_batches::{self, Batches};
+use super::glue::settings::sandbox;
 use crate::core::error::Error;
 use crate::lake::{Access, LakeTable};
 
@@ -96,9 +96,8 @@ impl VTab for PaimonScan {
                     }
                 }
                 let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-                RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options).map_err(|e| {
-                    Error::internal(NAME, format!("laying out the projected columns: {e}"))
-                })
+                RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options)
+                    .map_err(|e| Error::internal(NAME, format!("laying out the projected columns: {e}")))
             })))
         })
     }

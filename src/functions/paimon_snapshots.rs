@@ -6,8 +6,8 @@ use duckdb::core::LogicalTypeId;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
-use crate::lake::LakeTable;
 use crate::host::session::Role;
+use crate::lake::LakeTable;
 
 pub struct PaimonSnapshots;
 

@@ -7,8 +7,8 @@ use duckdb::core::LogicalTypeId;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
-use crate::host::session::Role;
 use crate::core::tier;
+use crate::host::session::Role;
 
 pub struct PaimonTierDdlLines;
 

@@ -11,8 +11,8 @@ use crate::core::error::Result;
 use crate::host::session::Role;
 use crate::host::transaction::Transaction;
 use crate::serving::follow;
-use crate::serving::refresh;
 use crate::serving::layer;
+use crate::serving::refresh;
 
 pub struct ServingBuild;
 

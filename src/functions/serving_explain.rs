@@ -8,8 +8,8 @@ use duckdb::core::LogicalTypeId;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
-use crate::serving::layer;
 use crate::host::session::Role;
+use crate::serving::layer;
 
 pub struct ServingExplain;
 

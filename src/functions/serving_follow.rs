@@ -9,8 +9,8 @@ use duckdb::core::LogicalTypeId;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::{Error, Result};
-use crate::serving::follow;
 use crate::host::session::Role;
+use crate::serving::follow;
 
 pub struct ServingFollow;
 

@@ -6,9 +6,9 @@ use duckdb::core::LogicalTypeId;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
-use crate::serving::refresh::{self, Reconciled};
-use crate::serving::layer::now_micros;
 use crate::host::session::Role;
+use crate::serving::layer::now_micros;
+use crate::serving::refresh::{self, Reconciled};
 
 pub struct ServingReconcile;
 
@@ -30,7 +30,9 @@ impl RowsFunction for ServingReconcile {
         *ctx.db.reconciled() = Some(outcome);
         // Stored in serving_meta when no writer is running; otherwise status shows it from
         // memory (a reader never waits for a build).
-        if let Some(stored) = ctx.db.session.try_writer(&ctx.call.search_path, |c| refresh::record_reconcile(c, outcome)) {
+        if let Some(stored) =
+            ctx.db.session.try_writer(&ctx.call.search_path, |c| refresh::record_reconcile(c, outcome))
+        {
             stored?;
         }
         Ok(diffs

@@ -7,9 +7,9 @@ use duckdb::core::LogicalTypeId;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
-use crate::serving::refresh;
 use crate::host::session::Role;
 use crate::host::transaction::Transaction;
+use crate::serving::refresh;
 
 pub struct ServingRefresh;
 

@@ -8,9 +8,9 @@ use duckdb::core::LogicalTypeId;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::{Error, Result};
+use crate::host::session::Role;
 use crate::serving::follow;
 use crate::serving::refresh;
-use crate::host::session::Role;
 
 pub struct ServingStatus;
 

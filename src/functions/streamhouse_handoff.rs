@@ -111,6 +111,7 @@ impl VTab for Handoff {
             // for `total` values first), and each column's Rust type is the one bind declared for
             // it (BIGINT i64, DATE i32, HUGEINT i128).
             match (&*scan.contents, scan.part) {
+                // SAFETY: see above (BIGINT keys, `n <= CHUNK`).
                 (Contents::Keys(keys), _) => unsafe {
                     output.flat_vector(0).as_mut_slice_with_len::<i64>(n).copy_from_slice(&keys[start..end]);
                 },
@@ -121,7 +122,9 @@ impl VTab for Handoff {
                     let (mut days, mut orders) = (output.list_vector(1), output.list_vector(2));
                     let mut day_values = days.child(total);
                     let mut order_values = orders.child(total);
+                    // SAFETY: the child was reserved for `total` DATE values just above.
                     let day_slots = unsafe { day_values.as_mut_slice_with_len::<i32>(total) };
+                    // SAFETY: the child was reserved for `total` BIGINT values just above.
                     let order_slots = unsafe { order_values.as_mut_slice_with_len::<i64>(total) };
                     let mut offset = 0;
                     for (i, run) in runs.iter().enumerate() {
@@ -145,13 +148,15 @@ impl VTab for Handoff {
                         company.insert(i, mart.company(g));
                     }
                     let mut days = output.flat_vector(1);
-                    for (slot, day) in
-                        unsafe { days.as_mut_slice_with_len::<i32>(n) }.iter_mut().zip(mart.days(start..end))
-                    {
+                    // SAFETY: a DATE column, `n <= CHUNK`.
+                    let day_slots = unsafe { days.as_mut_slice_with_len::<i32>(n) };
+                    for (slot, day) in day_slots.iter_mut().zip(mart.days(start..end)) {
                         *slot = day;
                     }
                     let mut revenue = output.flat_vector(2);
-                    unsafe { revenue.as_mut_slice_with_len::<i128>(n) }.copy_from_slice(&mart.revenues()[start..end]);
+                    // SAFETY: a HUGEINT column, `n <= CHUNK`.
+                    let revenue_slots = unsafe { revenue.as_mut_slice_with_len::<i128>(n) };
+                    revenue_slots.copy_from_slice(&mart.revenues()[start..end]);
                 }
             }
             output.set_len(n);

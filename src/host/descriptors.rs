@@ -98,7 +98,6 @@ fn descriptors(conn: &Connection) -> Vec<Vec<i32>> {
     found
 }
 
-
 /// A released session gives its descriptors up (the instance is destroyed, they close).
 pub fn release(own: &[i32]) {
     fds().claimed.retain(|fd| !own.contains(fd));

@@ -90,7 +90,14 @@ impl Watch {
     /// One look. `ours` is how many of the instance's connections are ours; `another_instance`
     /// (asked only before a settle or a release: it scans the process's descriptors) says
     /// whether another instance of this process has the database file open.
-    pub fn step(&mut self, now: Instant, seen: Seen, ours: u64, exiting: bool, another_instance: impl FnOnce() -> bool) -> Action {
+    pub fn step(
+        &mut self,
+        now: Instant,
+        seen: Seen,
+        ours: u64,
+        exiting: bool,
+        another_instance: impl FnOnce() -> bool,
+    ) -> Action {
         if exiting || self.released {
             return Action::Stop;
         }

@@ -548,7 +548,10 @@ impl LakeTable {
             // Batches of DuckDB's vector size (paimon-rust's default is 1024): each chunk DuckDB
             // pulls is full, with half the per-batch overheads.
             if !pinned.schema().options().contains_key("read.batch-size") {
-                pinned = pinned.copy_with_options(HashMap::from([("read.batch-size".to_string(), crate::core::VECTOR_SIZE.to_string())]));
+                pinned = pinned.copy_with_options(HashMap::from([(
+                    "read.batch-size".to_string(),
+                    crate::core::VECTOR_SIZE.to_string(),
+                )]));
             }
             let mut rb = pinned.new_read_builder();
             if let Some(filter) = &filter {
@@ -831,7 +834,6 @@ fn run_stream<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
 
     #[test]
     fn options_hide_secrets_and_default_to_path_style_locally() {

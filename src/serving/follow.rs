@@ -15,15 +15,15 @@ use std::time::{Duration, Instant};
 use duckdb::Connection;
 
 use crate::core::error::{Error, Result};
-use crate::lake::{Access, LakeOptions, LakeTable};
-use crate::serving::refresh;
 use crate::core::sandbox::Sandbox;
 use crate::core::schema::META;
-use crate::serving::layer::now_micros;
+use crate::core::source::Origin;
 use crate::host::session::Session;
 use crate::host::transaction::Transaction;
+use crate::lake::{Access, LakeOptions, LakeTable};
+use crate::serving::layer::now_micros;
+use crate::serving::refresh;
 use crate::serving::state::Database;
-use crate::core::source::Origin;
 
 /// The longest pause between retries after failed applies.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);

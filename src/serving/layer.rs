@@ -13,11 +13,11 @@ use duckdb::Connection;
 use crate::core::dashboard::DashboardQuery;
 use crate::core::dupcheck;
 use crate::core::error::{clean_duckdb_message, Error, Result};
-use crate::host::transaction::Transaction;
-use crate::lake::{Access, LakeTable};
 use crate::core::quote;
 use crate::core::schema::{self, Place, SourceColumns, FACT, MART, META};
 use crate::core::source::{Origin, Source};
+use crate::host::transaction::Transaction;
+use crate::lake::{Access, LakeTable};
 
 /// The one row serving_build returns.
 #[derive(Debug, Clone, Default)]
@@ -522,7 +522,13 @@ pub fn recorded_source(raw: &str, access: &Access) -> String {
 const STAGED_FACT: &str = "__streamhouse_fct_orders_new";
 
 /// Builds the layer inside `tx`, left open for the caller to commit.
-pub fn build(conn: &Connection, raw: &str, access: &Access, replace: bool, tx: &mut Transaction) -> Result<BuildSummary> {
+pub fn build(
+    conn: &Connection,
+    raw: &str,
+    access: &Access,
+    replace: bool,
+    tx: &mut Transaction,
+) -> Result<BuildSummary> {
     let started = Instant::now();
     refuse_read_only(conn, "serving_build")?;
     // A Paimon mart table makes a mart-only replica (serving::replica).
@@ -658,8 +664,7 @@ fn per_company(
 ) -> Result<DayRevenue> {
     let mut stmt = conn.prepare_cached(sql).map_err(|e| not_built(function, e))?;
     let mut out = DayRevenue::default();
-    let unexpected =
-        |what: &str| Error::internal(function, format!("unexpected result type for {what}"));
+    let unexpected = |what: &str| Error::internal(function, format!("unexpected result type for {what}"));
     let params = duckdb::params_from_iter(query.parameters(company));
     for batch in stmt.query_arrow(params).map_err(|e| not_built(function, e))? {
         let days = batch.column(0).as_any().downcast_ref::<Date32Array>().ok_or_else(|| unexpected("order_day"))?;

@@ -16,15 +16,15 @@ use duckdb::arrow::error::ArrowError;
 use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::Connection;
 
-use crate::core::mart::{Delta, Group, Mart};
 use crate::core::dupcheck;
-use crate::core::error::{clean_duckdb_message, Error, Result};
-use crate::serving::handoff::{self, Contents, Parcel, Part};
-use crate::lake::Access;
 use crate::core::error::Probe;
-use crate::core::VECTOR_SIZE;
+use crate::core::error::{clean_duckdb_message, Error, Result};
+use crate::core::mart::{Delta, Group, Mart};
 use crate::core::schema::{Place, COUNTS, FACT, MART, META};
+use crate::core::VECTOR_SIZE;
 use crate::host::transaction::{in_transaction, Transaction};
+use crate::lake::Access;
+use crate::serving::handoff::{self, Contents, Parcel, Part};
 use crate::serving::layer::{self, not_built, now_micros, ResolvedSource};
 
 #[derive(Debug, Clone, Default)]
@@ -209,7 +209,9 @@ fn insert_new_versions(conn: &Connection, place: &Place, changes: &[RecordBatch]
             _ => rows,
         };
         // The handoff emits one batch per vector.
-        live.extend((0..rows.num_rows()).step_by(VECTOR_SIZE).map(|at| rows.slice(at, VECTOR_SIZE.min(rows.num_rows() - at))));
+        live.extend(
+            (0..rows.num_rows()).step_by(VECTOR_SIZE).map(|at| rows.slice(at, VECTOR_SIZE.min(rows.num_rows() - at))),
+        );
     }
     let rows = Parcel::new(Contents::Rows(live));
     conn.prepare_cached(&format!("INSERT INTO {} SELECT * FROM {}", place.of(FACT), Part::Rows.scan()))

@@ -26,7 +26,8 @@ const KEY: [&str; 2] = ["company", "order_day"];
 const STAGE: &str = "__sh_mart_stage";
 
 /// What to do instead of a fact-only function on a replica.
-pub const NEEDS_FACT: &str = "compare against the fact where it lives: on the primary that publishes the mart, or in a \
+pub const NEEDS_FACT: &str =
+    "compare against the fact where it lives: on the primary that publishes the mart, or in a \
      database built from the fact table";
 
 /// What a serving layer holds.
@@ -139,7 +140,10 @@ fn stage(conn: &Connection, raw: &str, table: &LakeTable) -> Result<Option<i64>>
         ))
         .map_err(|e| Error::BadRow {
             source: raw.into(),
-            problem: format!("a value does not convert to the mart's types ({})", crate::core::error::clean_duckdb_message(&e)),
+            problem: format!(
+                "a value does not convert to the mart's types ({})",
+                crate::core::error::clean_duckdb_message(&e)
+            ),
         })?;
     }
     check_rows(conn, raw)?;
@@ -201,7 +205,9 @@ fn check_rows(conn: &Connection, raw: &str) -> Result<()> {
     if let Some((company, day, n)) = duplicate {
         return Err(Error::BadRow {
             source: raw.into(),
-            problem: format!("mart group (company '{company}', order_day '{day}') appears {n} times; its key must be unique"),
+            problem: format!(
+                "mart group (company '{company}', order_day '{day}') appears {n} times; its key must be unique"
+            ),
         });
     }
     Ok(())
@@ -237,7 +243,8 @@ pub fn build(
         let place = layer::current_place(conn)?;
         let recorded = layer::recorded_source(raw, access);
         install(conn, &place)?;
-        conn.execute_batch(&schema::meta_ddl(&place)).map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
+        conn.execute_batch(&schema::meta_ddl(&place))
+            .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
         conn.execute(
             &format!(
                 "INSERT INTO {} VALUES (make_timestamp(?), ?, NULL, NULL, 0, ?, NULL, NULL, \
@@ -258,7 +265,13 @@ pub fn build(
     })
 }
 
-fn summarize(conn: &Connection, place: &Place, source: &str, snapshot: Option<i64>, started: Instant) -> Result<BuildSummary> {
+fn summarize(
+    conn: &Connection,
+    place: &Place,
+    source: &str,
+    snapshot: Option<i64>,
+    started: Instant,
+) -> Result<BuildSummary> {
     let sql = format!(
         "SELECT (SELECT coalesce(sum(orders), 0) FROM {STAGE}), count(*), count(DISTINCT company), \
          count(DISTINCT order_day), sum(revenue) FROM {}",

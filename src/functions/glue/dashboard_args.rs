@@ -5,9 +5,9 @@
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, Value};
 
+use super::rows;
 #[cfg(duckdb14)]
 use super::settings::ValueExt;
-use super::rows;
 use crate::core::dashboard::{DashboardQuery, DayArg};
 use crate::core::error::{Error, Result};
 

@@ -46,10 +46,13 @@ pub fn options_param(bind: &BindInfo, function: &'static str) -> Result<LakeOpti
     // Each key/value handle DuckDB returns below is owned by a `Value` that destroys it.
     let raw = super::rows::raw_value(&v);
     let bad = |problem: String| Error::BadArgument { function, parameter: OPTIONS, value: "MAP {…}".into(), problem };
+    // SAFETY: `raw` is a live MAP value (the parameter is declared MAP) while `v` is borrowed.
     let size = unsafe { duckdb::ffi::duckdb_get_map_size(raw) };
     let mut pairs = Vec::new();
     for i in 0..size {
+        // SAFETY: `i < size`; the returned handle is new and owned by the `Value` that wraps it.
         let key = Value::from(unsafe { duckdb::ffi::duckdb_get_map_key(raw, i) });
+        // SAFETY: as for the key.
         let value = Value::from(unsafe { duckdb::ffi::duckdb_get_map_value(raw, i) });
         if key.is_null() {
             return Err(bad("an option key is NULL".into()));

@@ -15,7 +15,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 /// Runs a callback body with a panic turned into an error. duckdb-rs 1.4's callback glue does not
 /// catch panics, and a panic reaching DuckDB's C frames aborts the host process (newer duckdb-rs
 /// catch them too; this costs nothing unless something panics).
-pub fn guarded<T>(body: impl FnOnce() -> Result<T, Box<dyn std::error::Error>>) -> Result<T, Box<dyn std::error::Error>> {
+pub fn guarded<T>(
+    body: impl FnOnce() -> Result<T, Box<dyn std::error::Error>>,
+) -> Result<T, Box<dyn std::error::Error>> {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
         let what = payload
             .downcast_ref::<&str>()

@@ -13,9 +13,9 @@ use duckdb::Connection;
 use super::settings::ValueExt;
 use crate::core::dashboard::DashboardQuery;
 use crate::core::error::{Error, Result};
-use crate::lake::Access;
 use crate::host::session::Lease;
 use crate::host::transaction::Transaction;
+use crate::lake::Access;
 use crate::serving::state::SharedDatabase;
 
 use crate::core::VECTOR_SIZE as CHUNK;
@@ -249,16 +249,15 @@ impl Rows {
         for col in 0..output.num_columns() {
             let mut vector = output.flat_vector(col);
             for (i, row) in batch.iter().enumerate() {
-                // SAFETY (all slices): `i < batch.len() <= CHUNK`, the vector's capacity, and
-                // each variant matches the column type declared for it at bind time.
+                // `i < batch.len() <= CHUNK`, and each variant is the column type declared for it
+                // at bind time (see `put`).
                 match &row[col] {
                     Cell::Null => vector.set_null(i),
-                    Cell::BigInt(v) => unsafe { vector.as_mut_slice_with_len::<i64>(CHUNK)[i] = *v },
-                    Cell::HugeInt(v) => unsafe { vector.as_mut_slice_with_len::<i128>(CHUNK)[i] = *v },
-                    Cell::Date(v) => unsafe { vector.as_mut_slice_with_len::<i32>(CHUNK)[i] = *v },
-                    Cell::Timestamp(v) => unsafe { vector.as_mut_slice_with_len::<i64>(CHUNK)[i] = *v },
-                    Cell::Double(v) => unsafe { vector.as_mut_slice_with_len::<f64>(CHUNK)[i] = *v },
-                    Cell::Bool(v) => unsafe { vector.as_mut_slice_with_len::<bool>(CHUNK)[i] = *v },
+                    Cell::BigInt(v) | Cell::Timestamp(v) => put::<i64>(&mut vector, i, *v),
+                    Cell::HugeInt(v) => put::<i128>(&mut vector, i, *v),
+                    Cell::Date(v) => put::<i32>(&mut vector, i, *v),
+                    Cell::Double(v) => put::<f64>(&mut vector, i, *v),
+                    Cell::Bool(v) => put::<bool>(&mut vector, i, *v),
                     Cell::Text(s) => vector.insert(i, s.as_str()),
                 }
             }
@@ -294,3 +293,12 @@ impl DayRevenueRows {
 
 pub const DAY_REVENUE: [(&str, LogicalTypeId); 2] =
     [("order_day", LogicalTypeId::Date), ("revenue", LogicalTypeId::Hugeint)];
+
+/// Writes `v` into row `i` of a flat vector whose declared column type is `T` (the caller's
+/// invariant: `emit` passes each cell's own type, the one bind declared for its column).
+fn put<T: Copy>(vector: &mut duckdb::core::FlatVector, i: usize, v: T) {
+    assert!(i < CHUNK, "row {i} beyond a vector");
+    // SAFETY: a flat vector holds CHUNK values of its column type, which is `T` (see above), and
+    // `i < CHUNK`.
+    unsafe { vector.as_mut_slice_with_len::<T>(CHUNK)[i] = v };
+}

@@ -44,7 +44,12 @@ mod imp {
         bind.get_config_option("threads").map(|v| v.to_int64())
     }
 
-    pub fn check_source_name(_: &BindInfo, _: &'static str, _: &'static str, _: &str) -> crate::core::error::Result<()> {
+    pub fn check_source_name(
+        _: &BindInfo,
+        _: &'static str,
+        _: &'static str,
+        _: &str,
+    ) -> crate::core::error::Result<()> {
         Ok(())
     }
 }

@@ -9,15 +9,15 @@ use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 use duckdb::Connection;
 
+use super::rows::{self, Call, Cell, Ctx, DayRevenueRows, Rows};
 #[cfg(duckdb14)]
 use super::settings::ValueExt;
-use super::rows::{self, Call, Cell, Ctx, DayRevenueRows, Rows};
 use super::{dashboard_args, lake_batches};
 use crate::core::dashboard::DashboardQuery;
 use crate::core::error::{Error, Result};
+use crate::host::session::Role;
 use crate::host::transaction::Transaction;
 use crate::serving::layer::DayRevenue;
-use crate::host::session::Role;
 
 /// A table function returning materialized rows.
 pub trait RowsFunction {
