@@ -10,8 +10,6 @@ use super::glue::table::RowsFunction;
 use crate::core::error::Result;
 use crate::host::session::Role;
 use crate::host::transaction::Transaction;
-use crate::serving::follow;
-use crate::serving::layer;
 use crate::serving::refresh;
 
 pub struct ServingBuild;
@@ -38,13 +36,13 @@ impl RowsFunction for ServingBuild {
         // replace := true lets a build drop tables of the serving names that it did not create.
         let replace = ctx.call.named.first().cloned().flatten().is_some_and(|v| v.eq_ignore_ascii_case("true"));
         let access = ctx.db.lake_access(&ctx.call.access, &ctx.call.arg);
-        let s = layer::build(ctx.conn, &ctx.call.arg, &access, replace, tx)?;
+        let s = crate::serving::build(ctx.conn, &ctx.call.arg, &access, replace, tx)?;
         tx.after_commit(ctx.conn, refresh::warm);
         // Stopped once the build commits (an interrupted build changes nothing, follower included).
-        let stopped = follow::followed_elsewhere(ctx.db, &s.source, &access.sandbox);
+        let stopped = ctx.db.followed_elsewhere(&s.source, &access.sandbox);
         if let Some(source) = stopped.clone() {
             let db = ctx.db.clone();
-            tx.after_commit(ctx.conn, move |_| follow::stop(&db, &source));
+            tx.after_commit(ctx.conn, move |_| db.stop_following(&source));
         }
         Ok(vec![vec![
             s.fct_rows.into(),

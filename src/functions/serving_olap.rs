@@ -6,13 +6,13 @@ use duckdb::Connection;
 use super::glue::table::CompanyFunction;
 use crate::core::dashboard::DashboardQuery;
 use crate::core::error::Result;
-use crate::serving::layer::{self, DayRevenue};
+use crate::serving::layer::DayRevenue;
 
 pub struct ServingOlap;
 
 impl CompanyFunction for ServingOlap {
     const NAME: &'static str = "serving_olap";
     fn query(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue> {
-        layer::olap(conn, company, query)
+        crate::serving::olap(conn, company, query)
     }
 }

@@ -23,7 +23,6 @@ use crate::host::transaction::Transaction;
 use crate::lake::{Access, LakeOptions, LakeTable};
 use crate::serving::layer::now_micros;
 use crate::serving::refresh;
-use crate::serving::state::Database;
 
 /// The longest pause between retries after failed applies.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -234,31 +233,4 @@ pub fn lag(source: &str, applied: Option<i64>, access: &Access) -> Lag {
 /// Whether two lake paths name the same table directory.
 pub fn same_table(a: &str, b: &str) -> bool {
     a.trim_end_matches('/') == b.trim_end_matches('/') || std::path::absolute(a).ok() == std::path::absolute(b).ok()
-}
-
-/// The source of the running follower, if one runs and it follows something other than
-/// `source` (a build from `source` would leave it applying another table's changes).
-pub fn followed_elsewhere(db: &Database, source: &str, sandbox: &Sandbox) -> Option<String> {
-    let guard = db.follower();
-    let followed = guard.as_ref()?;
-    let same = match (Origin::lake_path(&followed.source, sandbox), Origin::lake_path(source, sandbox)) {
-        (Some(a), Some(b)) => same_table(&a, &b),
-        _ => false,
-    };
-    (!same).then(|| followed.source.clone())
-}
-
-/// Stops the running follower if it still follows `source` (one started since is left alone);
-/// waits for an apply in progress, so never call it from the follower's own thread.
-pub fn stop(db: &Database, source: &str) {
-    let old = {
-        let mut guard = db.follower();
-        match guard.as_ref() {
-            Some(f) if f.source == source => guard.take(),
-            _ => None,
-        }
-    };
-    if let Some(old) = old {
-        old.stop();
-    }
 }

@@ -531,16 +531,6 @@ pub fn build(
 ) -> Result<BuildSummary> {
     let started = Instant::now();
     refuse_read_only(conn, "serving_build")?;
-    // A Paimon mart table makes a mart-only replica (serving::replica).
-    if let Origin::Lake(path) = Origin::of(raw, &access.sandbox)? {
-        let table = LakeTable::open("serving", &path, access)?;
-        if crate::serving::replica::is_mart_table(&table) {
-            if !replace {
-                refuse_foreign_tables(conn, &current_place(conn)?)?;
-            }
-            return crate::serving::replica::build(conn, raw, &table, access, tx, started);
-        }
-    }
     // Resolved before the transaction: a Paimon source's staged rows must survive a rollback so
     // that explain_load_failure can point at the offending row.
     let src = resolve(conn, raw, false, access)?;
@@ -681,14 +671,7 @@ pub fn dashboard(conn: &Connection, company: &str, query: &DashboardQuery) -> Re
 }
 
 pub fn olap(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue> {
-    per_company(conn, "serving_olap", &query.olap_sql(), company, query).or_else(|e| match e {
-        // fct_orders missing while serving_meta is there: a mart-only replica.
-        Error::NotBuilt { .. } => {
-            crate::serving::replica::refuse_in_mart_mode(conn, "serving_olap", crate::serving::replica::NEEDS_FACT)?;
-            Err(e)
-        }
-        e => Err(e),
-    })
+    per_company(conn, "serving_olap", &query.olap_sql(), company, query)
 }
 
 /// The physical plan of exactly the dashboard statement of `query`'s shape, with its values bound.

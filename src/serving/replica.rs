@@ -76,8 +76,11 @@ pub fn mode(conn: &Connection, function: &'static str) -> Result<Mode> {
 
 /// Refuses `function` on a mart-only replica: it needs the fact, which a replica does not hold.
 pub fn refuse_in_mart_mode(conn: &Connection, function: &'static str, instead: &str) -> Result<()> {
-    if mode(conn, function)? != Mode::Mart {
-        return Ok(());
+    match mode(conn, function) {
+        Ok(Mode::Mart) => {}
+        // Not built (or a fact layer): the function's own checks say what is wrong, in their order.
+        Ok(Mode::Fact) | Err(Error::NotBuilt { .. }) => return Ok(()),
+        Err(e) => return Err(e),
     }
     Err(Error::Refused {
         function,

@@ -5,9 +5,11 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::core::sandbox::Sandbox;
+use crate::core::source::Origin;
 use crate::host::session::SharedSession;
 use crate::lake::{Access, LakeOptions};
-use crate::serving::follow::Follower;
+use crate::serving::follow::{same_table, Follower};
 use crate::serving::refresh::Reconciled;
 
 /// One database's extension state: its connections and the serving layer's memory.
@@ -50,7 +52,7 @@ impl Database {
     /// How a call reaches the Paimon table `source` names: with the options it gives (then
     /// remembered for that table), or else with those last given for the same table.
     pub fn lake_access(&self, access: &Access, source: &str) -> Access {
-        let Some(path) = crate::core::source::Origin::lake_path(source, &access.sandbox) else {
+        let Some(path) = Origin::lake_path(source, &access.sandbox) else {
             return access.clone();
         };
         let mut memo = lock(&self.lake_options);
@@ -61,6 +63,33 @@ impl Database {
         match &*memo {
             Some((p, options)) if *p == path => Access { sandbox: access.sandbox.clone(), options: options.clone() },
             _ => access.clone(),
+        }
+    }
+
+    /// The source of the running follower, if one runs and it follows something other than
+    /// `source` (a build from `source` would leave it applying another table's changes).
+    pub fn followed_elsewhere(&self, source: &str, sandbox: &Sandbox) -> Option<String> {
+        let guard = self.follower();
+        let followed = guard.as_ref()?;
+        let same = match (Origin::lake_path(&followed.source, sandbox), Origin::lake_path(source, sandbox)) {
+            (Some(a), Some(b)) => same_table(&a, &b),
+            _ => false,
+        };
+        (!same).then(|| followed.source.clone())
+    }
+
+    /// Stops the running follower if it still follows `source` (one started since is left alone);
+    /// waits for an apply in progress, so never call it from the follower's own thread.
+    pub fn stop_following(&self, source: &str) {
+        let old = {
+            let mut guard = self.follower();
+            match guard.as_ref() {
+                Some(f) if f.source == source => guard.take(),
+                _ => None,
+            }
+        };
+        if let Some(old) = old {
+            old.stop();
         }
     }
 }
