@@ -54,7 +54,7 @@ pub struct DayArg {
 
 /// Which relation a statement reads: the rollup (what is served) or the fact (the oracle).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub enum Relation {
     Mart,
     Fact,
 }
@@ -106,19 +106,19 @@ impl DashboardQuery {
 
     /// What serving_dashboard runs (and serving_explain shows): `mart_daily` only.
     pub fn dashboard_sql(&self) -> String {
-        self.sql(Source::Mart)
+        self.sql(Relation::Mart)
     }
 
     /// The same answer aggregated straight from the fact: serving_olap, the oracle.
     pub fn olap_sql(&self) -> String {
-        self.sql(Source::Fact)
+        self.sql(Relation::Fact)
     }
 
     /// The statement of this shape over `source`: `$1` is the company, then `from_day`, `to_day`
     /// and `top` as far as they are present (`parameters` gives them in that order). The window
     /// filters `order_day` itself, before any grouping, so the scan prunes by zone maps and a
     /// period cut by the window sums only its days inside it.
-    pub fn sql(&self, source: Source) -> String {
+    pub fn sql(&self, source: Relation) -> String {
         let mut filter = String::from("company = $1");
         let mut n = 1;
         for (present, op) in [(self.from_day.is_some(), ">="), (self.to_day.is_some(), "<=")] {
@@ -132,15 +132,15 @@ impl DashboardQuery {
         let limit = self.top.map_or(String::new(), |_| format!(" LIMIT ${}", n + 1));
         let body = match (source, self.grain) {
             // The mart already holds one row per (company, day): a lookup, no aggregation.
-            (Source::Mart, Grain::Day) => format!("SELECT order_day, revenue FROM {MART} WHERE {filter}"),
-            (Source::Fact, Grain::Day) => format!(
+            (Relation::Mart, Grain::Day) => format!("SELECT order_day, revenue FROM {MART} WHERE {filter}"),
+            (Relation::Fact, Grain::Day) => format!(
                 "SELECT order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue FROM {FACT} WHERE {filter} \
                  GROUP BY order_day"
             ),
             (source, grain) => {
                 let table = match source {
-                    Source::Mart => MART,
-                    Source::Fact => FACT,
+                    Relation::Mart => MART,
+                    Relation::Fact => FACT,
                 };
                 // date_trunc gives a TIMESTAMP; the column stays a DATE. ORDER BY below names the
                 // select list's `order_day`, the period, not the table's column.

@@ -268,13 +268,14 @@ pub fn mart_ctas(place: &Place) -> String {
 /// Bookkeeping of the serving layer: one row, replaced by every build. `fct_rows` is kept by
 /// build and refresh (counting a table with scattered deletes costs a scan); `generation` is a
 /// random token each build/refresh writes, naming the mart state a refresh may have cached;
-/// `serving_catalog`/`serving_schema` are the `Place` of the layer.
+/// `serving_catalog`/`serving_schema` are the `Place` of the layer; `mode` is 'fact' or 'mart'
+/// (a mart-only replica; a layer of an older release has no such column and is a fact layer).
 pub fn meta_ddl(place: &Place) -> String {
     format!(
         "CREATE OR REPLACE TABLE {} (built_at TIMESTAMP, source VARCHAR, refreshed_at TIMESTAMP, \
          refresh_source VARCHAR, refreshes BIGINT, lake_snapshot BIGINT, last_reconcile_at TIMESTAMP, \
          last_reconcile_clean BOOLEAN, fct_rows BIGINT, generation BIGINT, serving_catalog VARCHAR, \
-         serving_schema VARCHAR)",
+         serving_schema VARCHAR, mode VARCHAR)",
         place.of(META)
     )
 }

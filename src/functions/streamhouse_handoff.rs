@@ -21,7 +21,7 @@ pub struct Bound {
     part: Part,
 }
 
-pub struct Scan {
+pub struct HandoffScan {
     contents: Arc<Contents>,
     part: Part,
     /// For Part::Counts: the groups of each company (one output row each).
@@ -35,7 +35,7 @@ fn refused(why: String) -> Box<dyn std::error::Error> {
 
 impl VTab for Handoff {
     type BindData = Bound;
-    type InitData = Scan;
+    type InitData = HandoffScan;
 
     fn bind(bind: &BindInfo) -> Result<Bound, Box<dyn std::error::Error>> {
         super::glue::guarded(|| {
@@ -69,7 +69,7 @@ impl VTab for Handoff {
         })
     }
 
-    fn init(init: &InitInfo) -> Result<Scan, Box<dyn std::error::Error>> {
+    fn init(init: &InitInfo) -> Result<HandoffScan, Box<dyn std::error::Error>> {
         super::glue::guarded(|| {
             // SAFETY: DuckDB keeps the bind data alive until the scan ends.
             let bound = unsafe { &*init.get_bind_data::<Bound>() };
@@ -87,7 +87,7 @@ impl VTab for Handoff {
                 (Contents::Mart(m), Part::Counts) => m.company_runs(),
                 _ => Vec::new(),
             };
-            Ok(Scan { contents, part: bound.part, runs, next: AtomicUsize::new(0) })
+            Ok(HandoffScan { contents, part: bound.part, runs, next: AtomicUsize::new(0) })
         })
     }
 

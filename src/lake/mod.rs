@@ -159,7 +159,7 @@ pub struct Access {
 /// Where a lake error happened: the SQL function, the table as the user named it, and the
 /// secrets no message may carry.
 #[derive(Clone)]
-struct Place {
+struct Site {
     function: &'static str,
     path: String,
     secrets: Arc<Vec<String>>,
@@ -167,7 +167,7 @@ struct Place {
     note: Option<String>,
 }
 
-impl Place {
+impl Site {
     fn err(&self, problem: impl std::fmt::Display) -> Error {
         let mut problem = match &self.note {
             Some(note) => format!("{note}: {problem}"),
@@ -233,7 +233,7 @@ impl Place {
 /// An opened Paimon table.
 pub struct LakeTable {
     table: Table,
-    place: Place,
+    place: Site,
     remote: bool,
     /// Set when the table was opened as of one snapshot (with that snapshot's schema).
     pinned: Option<i64>,
@@ -349,7 +349,7 @@ impl LakeTable {
         let Access { sandbox, options } = access;
         let remote = is_remote(path);
         let place =
-            Place { function, path: path.replace('\0', "\\0"), secrets: Arc::new(options.secrets(path)), note: None };
+            Site { function, path: path.replace('\0', "\\0"), secrets: Arc::new(options.secrets(path)), note: None };
         if path.contains('\0') {
             return Err(place.err("a path cannot contain a NUL character"));
         }
@@ -387,7 +387,7 @@ impl LakeTable {
 
     /// The local directory checks: it exists, is readable, holds a Paimon table, and nothing
     /// in its tree can hang or exhaust the reader.
-    fn check_local(place: &Place, path: &str) -> Result<(String, Option<String>)> {
+    fn check_local(place: &Site, path: &str) -> Result<(String, Option<String>)> {
         let dir: PathBuf = std::path::absolute(path).map_err(|e| place.err(e))?;
         match std::fs::metadata(&dir) {
             Ok(m) if m.is_dir() => {}
@@ -597,7 +597,7 @@ impl LakeTable {
                     .ok()
                     .and_then(|rt| rt.block_on(table.snapshot_manager().get_snapshot(id)).ok())
                     .map(|snapshot| snapshot.schema_id());
-                let place = Place {
+                let place = Site {
                     note: written.filter(|&w| w != current).map(|w| {
                         format!(
                             "reading the changes of snapshot {id}, written with schema {w} while the table now has \
@@ -677,7 +677,7 @@ pub struct Scan {
     splits: Vec<DataSplit>,
     columns: Option<Vec<String>>,
     filter: Option<Predicate>,
-    place: Place,
+    place: Site,
     remote: bool,
 }
 
@@ -768,7 +768,7 @@ impl<T> Clone for Sender<T> {
 /// Starts a reader thread that sends into `tx`. A thread that cannot start is reported as the
 /// stream's first item, so a short read never passes for a complete one.
 fn spawn_reader<T: Send + 'static>(
-    place: &Place,
+    place: &Site,
     stream: &mut BatchStream<T>,
     tx: Sender<T>,
     work: impl FnOnce(Sender<T>) + Send + 'static,
@@ -783,7 +783,7 @@ fn spawn_reader<T: Send + 'static>(
 /// (converted to Arrow 60 and mapped by `wrap`) to the consumer. False when the reader should
 /// stop: the consumer is gone or cancelled, or an error was sent.
 fn run_stream<T>(
-    place: &Place,
+    place: &Site,
     remote: bool,
     tx: &Sender<T>,
     wrap: impl Fn(Batch60) -> Result<T>,
@@ -847,7 +847,7 @@ mod tests {
         assert_eq!(props.get("s3.path-style-access").map(String::as_str), Some("true"));
         assert!(o.secrets("s3://b/t").contains(&"hunter2-secret".to_string()));
         let place =
-            Place { function: "f", path: "s3://b/t".into(), secrets: Arc::new(o.secrets("s3://b/t")), note: None };
+            Site { function: "f", path: "s3://b/t".into(), secrets: Arc::new(o.secrets("s3://b/t")), note: None };
         let msg = place.err("denied for AKIDEXAMPLE with hunter2-secret").to_string();
         assert!(!msg.contains("hunter2") && !msg.contains("AKIDEXAMPLE"), "{msg}");
         let aws = LakeOptions::new([("s3.endpoint".to_string(), "https://s3.eu-west-1.amazonaws.com".to_string())]);

@@ -469,7 +469,8 @@ pub fn build_from(
     conn.execute_batch(&schema::meta_ddl(place)).map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
     conn.execute(
         &format!(
-            "INSERT INTO {} VALUES (make_timestamp(?), ?, NULL, NULL, 0, ?, NULL, NULL, (SELECT count(*) FROM {}), ?, ?, ?)",
+            "INSERT INTO {} VALUES (make_timestamp(?), ?, NULL, NULL, 0, ?, NULL, NULL, (SELECT count(*) FROM {}), ?, ?, ?, \
+             'fact')",
             place.of(META),
             place.of(FACT)
         ),

@@ -50,7 +50,7 @@ pub fn require_built(conn: &Connection, function: &'static str) -> Result<()> {
 }
 
 /// Typed views of one batch shaped like fct_orders (plus `deleted` in a change set).
-struct Rows<'a> {
+struct ChangeRows<'a> {
     ids: &'a Int64Array,
     company: &'a StringArray,
     day: &'a Date32Array,
@@ -65,9 +65,9 @@ fn column<T: 'static>(batch: &RecordBatch, i: usize) -> Result<&T> {
     })
 }
 
-impl<'a> Rows<'a> {
+impl<'a> ChangeRows<'a> {
     fn of(batch: &'a RecordBatch) -> Result<Self> {
-        Ok(Rows {
+        Ok(ChangeRows {
             ids: column(batch, 0)?,
             company: column(batch, 1)?,
             day: column(batch, 2)?,
@@ -147,7 +147,7 @@ fn validate(raw: &str, changes: &[RecordBatch]) -> Result<Vec<i64>> {
     let (mut null_ids, mut nulls, mut first) = (0usize, [0usize; 3], None::<i64>);
     let mut ids = Vec::with_capacity(changes.iter().map(|b| b.num_rows()).sum());
     for batch in changes {
-        let r = Rows::of(batch)?;
+        let r = ChangeRows::of(batch)?;
         null_ids += r.ids.null_count();
         ids.extend_from_slice(r.ids.values());
         if r.company.null_count() + r.day.null_count() + r.revenue.null_count() == 0 {
@@ -202,7 +202,7 @@ fn insert_new_versions(conn: &Connection, place: &Place, changes: &[RecordBatch]
     let mut live = Vec::with_capacity(changes.len());
     for batch in changes {
         let rows = batch.project(&[0, 1, 2, 3]).map_err(arrow_failed)?;
-        let rows = match Rows::of(batch)?.deleted {
+        let rows = match ChangeRows::of(batch)?.deleted {
             Some(d) if d.true_count() > 0 => {
                 filter_record_batch(&rows, &not(d).map_err(arrow_failed)?).map_err(arrow_failed)?
             }
@@ -303,7 +303,7 @@ fn fold_changes(
     let mut delta = Delta::with_capacity(changes.iter().chain(old).map(|b| b.num_rows()).sum());
     let mut previous = Vec::with_capacity(old.iter().map(|b| b.num_rows()).sum());
     for batch in old {
-        let r = Rows::of(batch)?;
+        let r = ChangeRows::of(batch)?;
         previous.extend_from_slice(r.ids.values());
         for i in 0..batch.num_rows() {
             delta.retract(r.company.value(i), r.day.value(i), r.revenue.value(i));
@@ -311,7 +311,7 @@ fn fold_changes(
     }
     previous.sort_unstable();
     for batch in changes {
-        let r = Rows::of(batch)?;
+        let r = ChangeRows::of(batch)?;
         for i in 0..batch.num_rows() {
             let existed = previous.binary_search(&r.ids.value(i)).is_ok();
             match (r.is_deleted(i), existed) {

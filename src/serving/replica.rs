@@ -5,8 +5,9 @@
 //! dashboard reads it exactly as in fact mode. Following such a table replaces the mart with the
 //! new snapshot's in one transaction (readers see the old or the new mart, never a mix).
 //!
-//! The mode is what the layer holds: `fact` when its `fct_orders` exists where `serving_meta`
-//! says the layer lives, `mart` otherwise. Nothing new is written to disk for it.
+//! The mode is recorded in `serving_meta.mode` ('fact' or 'mart'); a layer built by an older
+//! release has no such column and is a fact layer. A fact layer whose `fct_orders` a user
+//! dropped stays a fact layer (its functions say "run serving_build"), never a replica.
 
 use std::time::Instant;
 
@@ -57,21 +58,21 @@ pub fn is_mart_table(table: &LakeTable) -> bool {
     keys.len() == KEY.len() && KEY.iter().all(|k| keys.iter().any(|p| p.eq_ignore_ascii_case(k)))
 }
 
-/// The mode of the layer `serving_meta` (as the caller's search_path resolves it) describes.
+/// The mode of the layer `serving_meta` (as the caller's search_path resolves it) records.
 pub fn mode(conn: &Connection, function: &'static str) -> Result<Mode> {
-    let (catalog, schema_name): (Option<String>, Option<String>) = conn
-        .query_row(&format!("SELECT serving_catalog, serving_schema FROM {META}"), [], |r| Ok((r.get(0)?, r.get(1)?)))
-        .map_err(|e| layer::not_built(function, e))?;
-    let (Some(catalog), Some(schema_name)) = (catalog, schema_name) else { return Ok(Mode::Fact) };
-    let facts: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM duckdb_tables() WHERE lower(database_name) = lower(?) \
-             AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?) AND NOT temporary",
-            duckdb::params![catalog, schema_name, FACT],
-            |r| r.get(0),
-        )
-        .map_err(|e| Error::duckdb(format!("{function}: reading the layer's mode"), &e))?;
-    Ok(if facts > 0 { Mode::Fact } else { Mode::Mart })
+    match conn.query_row(&format!("SELECT mode FROM {META}"), [], |r| r.get::<_, Option<String>>(0)) {
+        Ok(Some(mode)) if mode == Mode::Mart.name() => Ok(Mode::Mart),
+        Ok(_) => Ok(Mode::Fact),
+        Err(e) => {
+            let message = crate::core::error::clean_duckdb_message(&e);
+            // No `mode` column: a layer of an older release, always a fact layer.
+            if message.contains("Binder Error") && message.contains("mode") {
+                Ok(Mode::Fact)
+            } else {
+                Err(layer::not_built(function, e))
+            }
+        }
+    }
 }
 
 /// Refuses `function` on a mart-only replica: it needs the fact, which a replica does not hold.
@@ -251,7 +252,7 @@ pub fn build(
         conn.execute(
             &format!(
                 "INSERT INTO {} VALUES (make_timestamp(?), ?, NULL, NULL, 0, ?, NULL, NULL, \
-                 (SELECT coalesce(sum(orders), 0) FROM {STAGE}), ?, ?, ?)",
+                 (SELECT coalesce(sum(orders), 0) FROM {STAGE}), ?, ?, ?, 'mart')",
                 place.of(META)
             ),
             duckdb::params![

@@ -8,6 +8,7 @@ use duckdb::vtab::{BindInfo, Value};
 use super::rows;
 #[cfg(duckdb14)]
 use super::settings::ValueExt;
+use super::value;
 use crate::core::dashboard::{DashboardQuery, DayArg};
 use crate::core::error::{Error, Result};
 
@@ -34,11 +35,11 @@ fn given(bind: &BindInfo, function: &'static str, parameter: &'static str) -> Re
 
 /// Reads and checks the dashboard parameters of `function` at bind.
 pub fn bind(bind: &BindInfo, function: &'static str) -> Result<DashboardQuery> {
-    let top = given(bind, function, "top")?.map(|v| rows::int_arg(&v));
+    let top = given(bind, function, "top")?.map(|v| value::int_arg(&v));
     let day = |parameter| -> Result<Option<DayArg>> {
-        Ok(given(bind, function, parameter)?.map(|v| DayArg { days: rows::date_arg(&v), text: v.to_string() }))
+        Ok(given(bind, function, parameter)?.map(|v| DayArg { days: value::date_arg(&v), text: v.to_string() }))
     };
     let (from_day, to_day) = (day("from_day")?, day("to_day")?);
-    let grain = given(bind, function, "grain")?.map(|v| rows::text_arg(&v, function, "grain")).transpose()?;
+    let grain = given(bind, function, "grain")?.map(|v| value::text_arg(&v, function, "grain")).transpose()?;
     DashboardQuery::parse(function, top, from_day, to_day, grain.as_deref())
 }

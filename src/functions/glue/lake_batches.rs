@@ -22,7 +22,7 @@ pub fn path_param(bind: &BindInfo, function: &'static str) -> Result<String> {
     if v.is_null() {
         return Err(Error::NullArgument { function, parameter: "path" });
     }
-    super::rows::text_arg(&v, function, "path")
+    super::value::text_arg(&v, function, "path")
 }
 
 pub fn snapshot_param(bind: &BindInfo, name: &str) -> Option<i64> {
@@ -44,7 +44,7 @@ pub fn options_param(bind: &BindInfo, function: &'static str) -> Result<LakeOpti
         return Ok(LakeOptions::default());
     };
     // Each key/value handle DuckDB returns below is owned by a `Value` that destroys it.
-    let raw = super::rows::raw_value(&v);
+    let raw = super::value::raw_value(&v);
     let bad = |problem: String| Error::BadArgument { function, parameter: OPTIONS, value: "MAP {…}".into(), problem };
     // SAFETY: `raw` is a live MAP value (the parameter is declared MAP) while `v` is borrowed.
     let size = unsafe { duckdb::ffi::duckdb_get_map_size(raw) };
@@ -57,11 +57,11 @@ pub fn options_param(bind: &BindInfo, function: &'static str) -> Result<LakeOpti
         if key.is_null() {
             return Err(bad("an option key is NULL".into()));
         }
-        let key = super::rows::text_arg(&key, function, OPTIONS)?;
+        let key = super::value::text_arg(&key, function, OPTIONS)?;
         if value.is_null() {
             return Err(bad(format!("option '{key}' is NULL")));
         }
-        let value = super::rows::text_arg(&value, function, OPTIONS)
+        let value = super::value::text_arg(&value, function, OPTIONS)
             .map_err(|_| bad(format!("option '{key}' holds a NUL character")))?;
         pairs.push((key, value));
     }
@@ -103,10 +103,10 @@ pub fn declare(bind: &BindInfo, function: &'static str, schema: &duckdb::arrow::
     Ok(())
 }
 
-type Source = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
+type BatchSource = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
 
 struct Cursor {
-    source: Source,
+    source: BatchSource,
     current: Option<RecordBatch>,
     offset: usize,
 }

@@ -167,7 +167,7 @@ pub trait ValueExt {
 #[cfg(duckdb14)]
 impl ValueExt for duckdb::vtab::Value {
     fn is_null(&self) -> bool {
-        let raw = super::rows::raw_value(self);
+        let raw = super::value::raw_value(self);
         // SAFETY: `raw` is live while `self` is borrowed.
         raw.is_null() || unsafe { duckdb::ffi::duckdb_is_null_value(raw) }
     }
