@@ -262,6 +262,11 @@ impl Session {
     /// carried out here. Holding every slot keeps any call from starting while it decides.
     fn look(&self) -> Action {
         let exiting = EXITING.load(Ordering::SeqCst);
+        // At exit (or once let go) not even a look may run DuckDB code: DuckDB's static state is
+        // being torn down.
+        if exiting || self.released.load(Ordering::SeqCst) {
+            return Action::Stop;
+        }
         let mut guards = Vec::with_capacity(self.ours);
         let mut busy = self.leased.load(Ordering::SeqCst);
         if !busy {
