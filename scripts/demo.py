@@ -36,7 +36,9 @@ def main(ext: str) -> None:
         print(f"SELECT * FROM serving_dashboard('O''Reilly Media', {params});")
         print(con.sql(f"SELECT * FROM serving_dashboard('O''Reilly Media', {params})"))
 
-    plan = "\n".join(v for _, v in con.execute("SELECT * FROM serving_explain($1)", [company]).fetchall())
+    plan = "\n".join(
+        v for (v,) in con.execute("SELECT explain_value FROM serving_explain($1) ORDER BY line", [company]).fetchall()
+    )
     scan = [line.strip("│ ").rstrip() for line in plan.splitlines() if "Table:" in line or "Filters:" in line]
     print("dashboard plan (serving_explain):", "; ".join(scan))
 
