@@ -407,10 +407,20 @@ pub fn summarize(
     lake_snapshot: Option<i64>,
     started: Instant,
 ) -> Result<BuildSummary> {
+    summarize_with(conn, place, &format!("SELECT count(*) FROM {}", place.of(FACT)), source, lake_snapshot, started)
+}
+
+/// `summarize` with the orders counted by `orders_sql` (a replica has no fct_orders to count).
+pub fn summarize_with(
+    conn: &Connection,
+    place: &Place,
+    orders_sql: &str,
+    source: &str,
+    lake_snapshot: Option<i64>,
+    started: Instant,
+) -> Result<BuildSummary> {
     let sql = format!(
-        "SELECT (SELECT count(*) FROM {}), count(*), count(DISTINCT company), count(DISTINCT order_day), \
-         sum(revenue) FROM {}",
-        place.of(FACT),
+        "SELECT ({orders_sql}), count(*), count(DISTINCT company), count(DISTINCT order_day), sum(revenue) FROM {}",
         place.of(MART)
     );
     conn.query_row(&sql, [], |r| {

@@ -154,6 +154,19 @@ fn stage(conn: &Connection, raw: &str, table: &LakeTable) -> Result<Option<i64>>
     Ok(snapshot)
 }
 
+/// The first row `sql` returns, if any.
+fn first_row<T>(
+    conn: &Connection,
+    sql: &str,
+    row: impl FnOnce(&duckdb::Row<'_>) -> duckdb::Result<T>,
+) -> Result<Option<T>> {
+    match conn.query_row(sql, [], row) {
+        Ok(v) => Ok(Some(v)),
+        Err(duckdb::Error::QueryReturnedNoRows) => Ok(None),
+        Err(e) => Err(Error::duckdb("serving: checking the mart table", &e)),
+    }
+}
+
 /// The first problem in the staged mart, if any, named with its group.
 fn check_rows(conn: &Connection, raw: &str) -> Result<()> {
     let checks = [
@@ -164,20 +177,14 @@ fn check_rows(conn: &Connection, raw: &str) -> Result<()> {
         ("orders <= 0", "the order count is not positive"),
     ];
     for (predicate, problem) in checks {
-        let found: Option<(Option<String>, Option<String>, Option<i64>)> = conn
-            .query_row(
-                &format!(
-                    "SELECT company, CAST(order_day AS VARCHAR), orders FROM {STAGE} WHERE {predicate} \
-                     ORDER BY company, order_day LIMIT 1"
-                ),
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .map(Some)
-            .or_else(|e| match e {
-                duckdb::Error::QueryReturnedNoRows => Ok(None),
-                e => Err(Error::duckdb("serving: checking the mart table", &e)),
-            })?;
+        let found: Option<(Option<String>, Option<String>, Option<i64>)> = first_row(
+            conn,
+            &format!(
+                "SELECT company, CAST(order_day AS VARCHAR), orders FROM {STAGE} WHERE {predicate} \
+                 ORDER BY company, order_day LIMIT 1"
+            ),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
         if let Some((company, day, orders)) = found {
             let show = |v: Option<String>| v.map_or("NULL".to_string(), |s| format!("'{s}'"));
             return Err(Error::BadRow {
@@ -192,20 +199,14 @@ fn check_rows(conn: &Connection, raw: &str) -> Result<()> {
             });
         }
     }
-    let duplicate: Option<(String, String, i64)> = conn
-        .query_row(
-            &format!(
-                "SELECT company, CAST(order_day AS VARCHAR), count(*) FROM {STAGE} GROUP BY ALL HAVING count(*) > 1 \
-                 ORDER BY ALL LIMIT 1"
-            ),
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .map(Some)
-        .or_else(|e| match e {
-            duckdb::Error::QueryReturnedNoRows => Ok(None),
-            e => Err(Error::duckdb("serving: checking the mart table", &e)),
-        })?;
+    let duplicate: Option<(String, String, i64)> = first_row(
+        conn,
+        &format!(
+            "SELECT company, CAST(order_day AS VARCHAR), count(*) FROM {STAGE} GROUP BY ALL HAVING count(*) > 1 \
+             ORDER BY ALL LIMIT 1"
+        ),
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
     if let Some((company, day, n)) = duplicate {
         return Err(Error::BadRow {
             source: raw.into(),
@@ -265,38 +266,9 @@ pub fn build(
             ],
         )
         .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
-        summarize(conn, &place, &recorded, snapshot, started)
+        let orders = format!("SELECT coalesce(sum(orders), 0) FROM {STAGE}");
+        layer::summarize_with(conn, &place, &orders, &recorded, snapshot, started)
     })
-}
-
-fn summarize(
-    conn: &Connection,
-    place: &Place,
-    source: &str,
-    snapshot: Option<i64>,
-    started: Instant,
-) -> Result<BuildSummary> {
-    let sql = format!(
-        "SELECT (SELECT coalesce(sum(orders), 0) FROM {STAGE}), count(*), count(DISTINCT company), \
-         count(DISTINCT order_day), sum(revenue) FROM {}",
-        place.of(MART)
-    );
-    conn.query_row(&sql, [], |r| {
-        Ok(BuildSummary {
-            fct_rows: r.get(0)?,
-            mart_rows: r.get(1)?,
-            companies: r.get(2)?,
-            days: r.get(3)?,
-            total_revenue: match r.get_ref(4)? {
-                duckdb::types::ValueRef::HugeInt(v) => Some(v),
-                _ => None,
-            },
-            source: source.into(),
-            lake_snapshot: snapshot,
-            elapsed_ms: layer::elapsed_ms(started),
-        })
-    })
-    .map_err(|e| Error::duckdb("serving: summarizing", &e))
 }
 
 /// A follower's apply on a replica: the mart table's latest snapshot, if newer than the one
