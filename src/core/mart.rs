@@ -147,7 +147,6 @@ impl Mart {
         self.keys.is_empty()
     }
 
-    #[cfg(test)]
     pub fn group(&self, i: usize) -> Group<'_> {
         let k = self.keys[i];
         Group {
@@ -188,7 +187,6 @@ impl Mart {
         &self.orders
     }
 
-    #[cfg(test)]
     pub fn groups(&self) -> impl Iterator<Item = Group<'_>> + '_ {
         (0..self.len()).map(|i| self.group(i))
     }
@@ -265,6 +263,55 @@ impl Mart {
     }
 }
 
+/// What turns one mart into another: the groups that are new or hold other values (as they
+/// are now) and the groups that are gone (as they were).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Changes<'a> {
+    pub upserts: Vec<Group<'a>>,
+    pub deletes: Vec<Group<'a>>,
+}
+
+impl Changes<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.upserts.is_empty() && self.deletes.is_empty()
+    }
+}
+
+impl Mart {
+    /// The changes from `old` to `self`, by one merge of the two sorted marts (their company
+    /// ranks differ, so groups are compared by name and day). Both in (company, day) order.
+    pub fn changes_since<'a>(&'a self, old: &'a Mart) -> Changes<'a> {
+        let mut out = Changes::default();
+        let (mut i, mut j) = (0, 0);
+        while i < self.len() || j < old.len() {
+            let ord = match (i < self.len(), j < old.len()) {
+                (true, true) => (self.company(i), day_of(self.keys[i])).cmp(&(old.company(j), day_of(old.keys[j]))),
+                (true, false) => std::cmp::Ordering::Less,
+                _ => std::cmp::Ordering::Greater,
+            };
+            match ord {
+                std::cmp::Ordering::Less => {
+                    out.upserts.push(self.group(i));
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    out.deletes.push(old.group(j));
+                    j += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    let (now, was) = (self.group(i), old.group(j));
+                    if (now.revenue, now.orders) != (was.revenue, was.orders) {
+                        out.upserts.push(now);
+                    }
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        out
+    }
+}
+
 impl<'a> Delta<'a> {
     pub fn with_capacity(n: usize) -> Self {
         Delta { rows: Vec::with_capacity(n) }
@@ -284,6 +331,47 @@ impl<'a> Delta<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changes_since_names_new_moved_and_gone_groups_only() {
+        let old = Mart::from_groups(&[g("a", 1, 10, 1), g("a", 2, 20, 2), g("b", 1, 5, 1), g("c", 9, 7, 1)]);
+        // a/1 unchanged, a/2 moved (orders only), b/1 gone, c/9 unchanged, a/3 and bb/1 new.
+        let new = Mart::from_groups(&[g("a", 1, 10, 1), g("a", 2, 20, 3), g("a", 3, 1, 1), g("bb", 1, 4, 1), g("c", 9, 7, 1)]);
+        let c = new.changes_since(&old);
+        assert_eq!(c.upserts, vec![g("a", 2, 20, 3), g("a", 3, 1, 1), g("bb", 1, 4, 1)]);
+        assert_eq!(c.deletes, vec![g("b", 1, 5, 1)]);
+        assert!(new.changes_since(&new).is_empty());
+        let empty = Mart::default();
+        assert_eq!(new.changes_since(&empty).upserts.len(), new.len());
+        assert_eq!(empty.changes_since(&new).deletes.len(), new.len());
+    }
+
+    #[test]
+    fn changes_since_agrees_with_a_map_diff() {
+        use std::collections::BTreeMap;
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as i64
+        };
+        let names = ["x", "y", "zz", "w"];
+        for _ in 0..50 {
+            let mut gen = || -> BTreeMap<(String, i32), (i128, i64)> {
+                (0..40).map(|_| ((names[(next() % 4) as usize].to_string(), (next() % 9) as i32 - 4), ((next() % 3) as i128, 1 + next() % 2))).collect()
+            };
+            let (a, b) = (gen(), gen());
+            let mart = |m: &BTreeMap<(String, i32), (i128, i64)>| {
+                Mart::from_groups(&m.iter().map(|((c, d), (r, n))| g(c, *d, *r, *n)).collect::<Vec<_>>())
+            };
+            let (ma, mb) = (mart(&a), mart(&b));
+            let c = mb.changes_since(&ma);
+            let want_up: Vec<_> = b.iter().filter(|(k, v)| a.get(*k) != Some(*v)).map(|((c, d), (r, n))| (c.clone(), *d, *r, *n)).collect();
+            let want_del: Vec<_> = a.iter().filter(|(k, _)| !b.contains_key(*k)).map(|((c, d), (r, n))| (c.clone(), *d, *r, *n)).collect();
+            let got = |v: &[Group<'_>]| v.iter().map(|x| (x.company.to_string(), x.day, x.revenue, x.orders)).collect::<Vec<_>>();
+            assert_eq!(got(&c.upserts), want_up);
+            assert_eq!(got(&c.deletes), want_del);
+        }
+    }
     use std::collections::BTreeMap;
 
     fn g(company: &str, day: i32, revenue: i128, orders: i64) -> Group<'_> {

@@ -45,6 +45,13 @@ pub fn tier_upsert(name: &str, id: i32, bal: i32) -> Result<String> {
 pub const MART_OPTIONS: [(&str, &str); 3] =
     [("bucket", "4"), ("merge-engine", "deduplicate"), ("changelog-producer", "input")];
 
+/// The mart table's columns and Paimon types, in table order: what `mart_ddl` renders,
+/// `serving_publish` creates and checks, and a replica reads.
+pub const MART_COLUMNS: [(&str, &str); 4] =
+    [("company", "STRING"), ("order_day", "DATE"), ("revenue", "DECIMAL(38, 0)"), ("orders", "BIGINT")];
+/// The mart table's primary key: one row per (company, order_day).
+pub const MART_KEY: [&str; 2] = ["company", "order_day"];
+
 fn with_clause(options: &[(&str, &str)]) -> String {
     options.iter().map(|(k, v)| format!("  '{k}' = '{v}'")).collect::<Vec<_>>().join(",\n")
 }
@@ -52,9 +59,14 @@ fn with_clause(options: &[(&str, &str)]) -> String {
 /// The Paimon mart table a publisher, a Ray job or a Flink job fills and replicas serve.
 pub fn mart_ddl(name: &str) -> Result<String> {
     let table = flink_table_name("paimon_mart_ddl", name)?;
+    let columns: Vec<String> = MART_COLUMNS
+        .iter()
+        .map(|(c, t)| if MART_KEY.contains(c) { format!("  {c} {t} NOT NULL") } else { format!("  {c} {t}") })
+        .collect();
     Ok(format!(
-        "CREATE TABLE {table} (\n  company STRING NOT NULL,\n  order_day DATE NOT NULL,\n  revenue DECIMAL(38, 0),\n  \
-         orders BIGINT,\n  PRIMARY KEY (company, order_day) NOT ENFORCED\n) WITH (\n{}\n)",
+        "CREATE TABLE {table} (\n{},\n  PRIMARY KEY ({}) NOT ENFORCED\n) WITH (\n{}\n)",
+        columns.join(",\n"),
+        MART_KEY.join(", "),
         with_clause(&MART_OPTIONS)
     ))
 }

@@ -16,6 +16,7 @@ mod serving_explain;
 mod serving_follow;
 mod serving_layers;
 mod serving_olap;
+mod serving_publish;
 mod serving_reconcile;
 mod serving_refresh;
 mod serving_status;
@@ -49,6 +50,10 @@ pub fn register_all(con: &Connection, session: &SharedDatabase) -> duckdb::Resul
     con.register_table_function_with_extra_info::<Table<serving_status::ServingStatus>, _>("serving_status", session)?;
     con.register_table_function_with_extra_info::<Table<serving_layers::ServingLayers>, _>("serving_layers", session)?;
     con.register_table_function_with_extra_info::<Table<serving_follow::ServingFollow>, _>("serving_follow", session)?;
+    con.register_table_function_with_extra_info::<Table<serving_publish::ServingPublish>, _>(
+        "serving_publish",
+        session,
+    )?;
     con.register_table_function_with_extra_info::<Table<serving_unfollow::ServingUnfollow>, _>(
         "serving_unfollow",
         session,

@@ -1,6 +1,8 @@
-//! `serving_follow(source VARCHAR, every := INTERVAL)`: applies every new snapshot of the Paimon
-//! table the layer was built from, in the background, one atomic refresh per apply. Calling it
-//! again replaces the follower. Returns what is followed and the snapshot served now.
+//! `serving_follow(source VARCHAR, every := INTERVAL, publish := VARCHAR)`: applies every new
+//! snapshot of the Paimon table the layer was built from, in the background, one atomic refresh
+//! per apply, and with `publish` writes the mart to that Paimon mart table after every apply (as
+//! `serving_publish` does; the call's `options` serve both tables). Calling it again replaces
+//! the follower. Returns what is followed and where it publishes.
 
 use std::time::Duration;
 
@@ -10,7 +12,7 @@ use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::{Error, Result};
 use crate::host::session::Role;
-use crate::serving::follow;
+use crate::serving::{follow, publish};
 
 pub struct ServingFollow;
 
@@ -44,10 +46,12 @@ impl RowsFunction for ServingFollow {
         ("following", LogicalTypeId::Varchar),
         ("follow_every_ms", LogicalTypeId::Bigint),
         ("replaced", LogicalTypeId::Varchar),
+        ("publish", LogicalTypeId::Varchar),
     ];
     // The follower itself takes the writer; starting it only reads serving_meta.
     const ROLE: Role = Role::Reader;
-    const NAMED: &'static [(&'static str, LogicalTypeId)] = &[("every", LogicalTypeId::Interval)];
+    const NAMED: &'static [(&'static str, LogicalTypeId)] =
+        &[("every", LogicalTypeId::Interval), ("publish", LogicalTypeId::Varchar)];
     const LAKE_OPTIONS: bool = true;
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
@@ -55,8 +59,25 @@ impl RowsFunction for ServingFollow {
         let source = ctx.call.arg.trim().to_string();
         let access = ctx.db.lake_access(&ctx.call.access, &source);
         let path = follow::check_source(ctx.conn, &source, &access)?;
-        let next =
-            follow::start(&ctx.db.session, source.clone(), path, every, ctx.call.search_path.clone(), access.options)?;
+        let publish = match ctx.call.named.get(1).cloned().flatten() {
+            Some(target) => {
+                // A target the sandbox forbids is refused now, not by every apply in the background.
+                access.sandbox.check_tree(Self::NAME, &publish::target_path(&target)?)?;
+                let target = target.trim().to_string();
+                Some(follow::PublishTo { target, options: access.options.clone(), last: ctx.db.published.clone() })
+            }
+            None => None,
+        };
+        let target = publish.as_ref().map(|p| p.target.clone());
+        let next = follow::start(
+            &ctx.db.session,
+            source.clone(),
+            path,
+            every,
+            ctx.call.search_path.clone(),
+            access.options,
+            publish,
+        )?;
         // Swapped under the lock, stopped outside it: stopping waits for an apply in progress,
         // and serving_status must not wait for that.
         let old = ctx.db.follower().replace(next);
@@ -65,6 +86,6 @@ impl RowsFunction for ServingFollow {
             old.stop();
             name
         });
-        Ok(vec![vec![source.into(), (every.as_millis() as i64).into(), replaced.into()]])
+        Ok(vec![vec![source.into(), (every.as_millis() as i64).into(), replaced.into(), target.into()]])
     }
 }

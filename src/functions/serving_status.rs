@@ -2,6 +2,7 @@
 //! refreshed, which lake snapshot it reflects, its sizes, the last reconcile outcome, and, for a
 //! Paimon source, how far behind the lake it is and what its follower is doing. `state` is one of
 //! 'not built', 'built', 'following' and 'failing' (the follower's latest apply failed).
+//! `published_to` / `published_snapshot`: this process's last `serving_publish` (memory only).
 
 use duckdb::core::LogicalTypeId;
 
@@ -14,6 +15,8 @@ use crate::serving::refresh;
 
 pub struct ServingStatus;
 
+/// Where `state` is among the columns.
+const STATE: usize = 18;
 /// `state` before the first build.
 const NOT_BUILT: &str = "not built";
 
@@ -41,6 +44,8 @@ impl RowsFunction for ServingStatus {
         ("last_error_at", LogicalTypeId::Timestamp),
         ("state", LogicalTypeId::Varchar),
         ("mode", LogicalTypeId::Varchar),
+        ("published_to", LogicalTypeId::Varchar),
+        ("published_snapshot", LogicalTypeId::Bigint),
     ];
     const ROLE: Role = Role::Reader;
 
@@ -51,7 +56,7 @@ impl RowsFunction for ServingStatus {
             Err(Error::NotBuilt { .. }) => {
                 let mut row = vec![Cell::Null; Self::COLUMNS.len()];
                 row[4] = Cell::BigInt(0);
-                row[Self::COLUMNS.len() - 2] = Cell::Text(NOT_BUILT.into());
+                row[STATE] = Cell::Text(NOT_BUILT.into());
                 return Ok(vec![row]);
             }
             Err(e) => return Err(e),
@@ -77,6 +82,7 @@ impl RowsFunction for ServingStatus {
             .as_deref()
             .map(|src| follow::lag(src, s.lake_snapshot, &ctx.db.lake_access(&ctx.call.access, src)))
             .unwrap_or_default();
+        let published = ctx.db.published.get().clone();
         let ts = |v: Option<i64>| v.map_or(Cell::Null, Cell::Timestamp);
         let state = match (&following, progress.failing) {
             (Some(_), true) => "failing",
@@ -104,6 +110,8 @@ impl RowsFunction for ServingStatus {
             ts(progress.last_error_at),
             Cell::Text(state.into()),
             Cell::Text(s.mode.name().into()),
+            published.as_ref().map(|p| p.target.clone()).into(),
+            published.and_then(|p| p.snapshot).into(),
         ]])
     }
 }

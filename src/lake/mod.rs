@@ -1,6 +1,7 @@
 //! The lake reader: Apache Paimon tables read with the `paimon` crate (Apache paimon-rust),
 //! merge engines applied by Paimon itself (deduplicate, partial-update, aggregation, first-row,
-//! `sequence.field`, row-kind deletes). We never parse Paimon files ourselves.
+//! `sequence.field`, row-kind deletes). We never parse Paimon files ourselves. Writes (`write`)
+//! go through paimon-rust's writer too: one commit per call.
 //!
 //! This module is the lake boundary: paimon-rust errors become our [`Error`] here, once, named
 //! after the SQL function that opened the table, with credentials scrubbed.
@@ -28,6 +29,10 @@ use paimon::spec::Predicate;
 use paimon::table::DataSplit;
 use paimon::table::SchemaManager;
 use paimon::{IncrementalScanMode, Table};
+
+mod write;
+
+pub use write::{NewTable, RowKind};
 
 use crate::core::error::{Error, Result};
 use crate::core::location::{is_remote, local_path, without_url_credentials, without_userinfo, MAX_PATH};
@@ -168,6 +173,11 @@ struct Site {
 }
 
 impl Site {
+    fn new(function: &'static str, path: &str, access: &Access) -> Site {
+        let secrets = Arc::new(access.options.secrets(path));
+        Site { function, path: path.replace('\0', "\\0"), secrets, note: None }
+    }
+
     fn err(&self, problem: impl std::fmt::Display) -> Error {
         let mut problem = match &self.note {
             Some(note) => format!("{note}: {problem}"),
@@ -348,8 +358,7 @@ impl LakeTable {
     pub fn open(function: &'static str, path: &str, access: &Access) -> Result<LakeTable> {
         let Access { sandbox, options } = access;
         let remote = is_remote(path);
-        let place =
-            Site { function, path: path.replace('\0', "\\0"), secrets: Arc::new(options.secrets(path)), note: None };
+        let place = Site::new(function, path, access);
         if path.contains('\0') {
             return Err(place.err("a path cannot contain a NUL character"));
         }

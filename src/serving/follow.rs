@@ -22,6 +22,7 @@ use crate::host::session::Session;
 use crate::host::transaction::Transaction;
 use crate::lake::{Access, LakeOptions, LakeTable};
 use crate::serving::layer::now_micros;
+use crate::serving::publish::{self, LastPublish};
 use crate::serving::refresh;
 
 /// The longest pause between retries after failed applies.
@@ -42,11 +43,21 @@ pub struct Progress {
     pub failing: bool,
 }
 
+/// Where a follower publishes the mart after every apply (`publish :=`).
+pub struct PublishTo {
+    /// The target as the user gave it (`paimon:<dir>`, `s3://...`).
+    pub target: String,
+    pub options: LakeOptions,
+    pub last: LastPublish,
+}
+
 /// A running follower of one Paimon table.
 pub struct Follower {
     /// The source string as the user gave it (`paimon:<dir>`).
     pub source: String,
     pub every: Duration,
+    /// Where it publishes after every apply, if anywhere.
+    pub publish: Option<String>,
     stop: Arc<AtomicBool>,
     progress: Arc<Mutex<Progress>>,
     thread: Option<JoinHandle<()>>,
@@ -144,7 +155,14 @@ fn wait(pause: Duration, stop: &AtomicBool, session: &Weak<Session>) -> bool {
     }
 }
 
-/// Starts following `source` (already checked) every `every`.
+/// Publishes the mart after an apply (or after a failed publish, until one succeeds).
+fn publish_once(conn: &Connection, to: &PublishTo) -> Result<()> {
+    let access = Access { sandbox: Sandbox::query(conn)?, options: to.options.clone() };
+    publish::publish(conn, &to.target, &access, &to.last).map(|_| ())
+}
+
+/// Starts following `source` (already checked) every `every`, publishing to `publish` after
+/// every apply (and once at the start, so the table reflects the layer from then on).
 pub fn start(
     session: &Arc<Session>,
     source: String,
@@ -152,7 +170,9 @@ pub fn start(
     every: Duration,
     search_path: String,
     options: LakeOptions,
+    publish: Option<PublishTo>,
 ) -> Result<Follower> {
+    let target = publish.as_ref().map(|p| p.target.clone());
     let stop = Arc::new(AtomicBool::new(false));
     let progress = Arc::new(Mutex::new(Progress::default()));
     let weak = Arc::downgrade(session);
@@ -162,21 +182,28 @@ pub fn start(
         .spawn(move || {
             let mut pause = Duration::ZERO;
             let mut failures = 0u32;
+            let mut unpublished = publish.is_some();
             while wait(pause, &stop2, &weak) {
                 let Some(session) = weak.upgrade() else { return };
                 // Never queued behind a build or refresh: if the writer is busy, look again at
                 // the next tick (so unfollow and the database's close never wait on a queue).
-                let Some(outcome) = session.try_writer(&search_path, |c| apply_once(c, &source2, &path, &options))
-                else {
+                let Some(outcome) = session.try_writer(&search_path, |c| {
+                    let applied = apply_once(c, &source2, &path, &options)?;
+                    unpublished |= applied.is_some();
+                    // A failed publish does not undo the apply: both are reported.
+                    let published = match &publish {
+                        Some(to) if unpublished => publish_once(c, to).map(|()| unpublished = false),
+                        _ => Ok(()),
+                    };
+                    Ok((applied, published))
+                }) else {
                     pause = every;
                     continue;
                 };
                 drop(session);
                 let mut p = progress2.lock().unwrap_or_else(|p| p.into_inner());
-                match outcome {
-                    Ok(applied) => {
-                        failures = 0;
-                        p.failing = false;
+                let failed = match outcome {
+                    Ok((applied, published)) => {
                         if applied.is_some() {
                             if let Some(session) = weak.upgrade() {
                                 session.wrote_in_background();
@@ -184,9 +211,17 @@ pub fn start(
                             p.last_applied = applied;
                             p.applies += 1;
                         }
+                        published.err()
                     }
                     Err(Error::Closed) => return,
-                    Err(e) => {
+                    Err(e) => Some(e),
+                };
+                match failed {
+                    None => {
+                        failures = 0;
+                        p.failing = false;
+                    }
+                    Some(e) => {
                         failures = failures.saturating_add(1);
                         p.failing = true;
                         p.last_error = Some(e.to_string());
@@ -202,7 +237,7 @@ pub fn start(
             }
         })
         .map_err(|e| Error::internal("serving_follow", format!("cannot start the follower thread: {e}")))?;
-    Ok(Follower { source, every, stop, progress, thread: Some(thread) })
+    Ok(Follower { source, every, publish: target, stop, progress, thread: Some(thread) })
 }
 
 /// How far the served state is behind its Paimon table.

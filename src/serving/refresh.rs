@@ -241,6 +241,21 @@ fn read_mart(conn: &Connection, place: &Place) -> Result<Mart> {
     Ok(Mart::from_groups(&groups))
 }
 
+/// The layer's mart with its counts, as one consistent read: the cached mart when
+/// serving_meta's generation vouches for it, else read from the tables.
+pub fn current_mart(conn: &Connection, function: &'static str) -> Result<Arc<Mart>> {
+    require_built(conn, function)?;
+    in_transaction(conn, || {
+        let generation: Option<i64> = conn
+            .query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get(0))
+            .map_err(|e| not_built(function, e))?;
+        if let Some(warm) = generation.and_then(cached_mart) {
+            return Ok(warm.mart);
+        }
+        Ok(Arc::new(read_mart(conn, &layer::current_place(conn)?)?))
+    })
+}
+
 /// The marts of recent refreshes, by the generation token each wrote into serving_meta. A
 /// refresh whose serving_meta names one of them skips reading mart_daily and its counts. The
 /// token is random per build/refresh, so a mart changed by anyone else (another process, a

@@ -16,13 +16,13 @@ use duckdb::Connection;
 use crate::core::error::{Error, Result};
 use crate::core::quote;
 use crate::core::schema::{self, Place, COUNTS, FACT, MART, META};
+use crate::core::tier::{MART_COLUMNS, MART_KEY};
 use crate::host::transaction::Transaction;
 use crate::lake::{Access, LakeTable};
 use crate::serving::layer::{self, BuildSummary};
 
-/// The mart table's columns, in the order they are read.
-pub const MART_COLUMNS: [&str; 4] = ["company", "order_day", "revenue", "orders"];
-const KEY: [&str; 2] = ["company", "order_day"];
+/// The mart table's column names, in the order they are read.
+const MART_NAMES: [&str; 4] = [MART_COLUMNS[0].0, MART_COLUMNS[1].0, MART_COLUMNS[2].0, MART_COLUMNS[3].0];
 /// Where a replica build stages the mart table's rows (a temp table of our own connection).
 const STAGE: &str = "__sh_mart_stage";
 
@@ -55,7 +55,7 @@ impl Mode {
 /// table missing one is refused by name rather than taken for a fact table.
 pub fn is_mart_table(table: &LakeTable) -> bool {
     let keys = table.primary_keys();
-    keys.len() == KEY.len() && KEY.iter().all(|k| keys.iter().any(|p| p.eq_ignore_ascii_case(k)))
+    keys.len() == MART_KEY.len() && MART_KEY.iter().all(|k| keys.iter().any(|p| p.eq_ignore_ascii_case(k)))
 }
 
 /// The mode of the layer `serving_meta` (as the caller's search_path resolves it) records.
@@ -98,7 +98,7 @@ fn stage(conn: &Connection, raw: &str, table: &LakeTable) -> Result<Option<i64>>
     let schema = table.schema()?;
     let mut missing = Vec::new();
     let mut projection = Vec::new();
-    for want in MART_COLUMNS {
+    for want in MART_NAMES {
         match schema.fields().iter().find(|f| f.name().eq_ignore_ascii_case(want)) {
             Some(f) => projection.push(f.name().clone()),
             None => missing.push(want),
@@ -106,7 +106,7 @@ fn stage(conn: &Connection, raw: &str, table: &LakeTable) -> Result<Option<i64>>
     }
     if let Some(column) = missing.first() {
         let found = schema.fields().iter().map(|f| f.name().clone()).collect();
-        let column = MART_COLUMNS.iter().find(|c| *c == column).expect("listed");
+        let column = MART_NAMES.iter().find(|c| *c == column).expect("listed");
         return Err(Error::MissingColumn { source: raw.into(), column, found });
     }
     let scan = table.scan(None, None, Some(projection))?;
@@ -127,7 +127,7 @@ fn stage(conn: &Connection, raw: &str, table: &LakeTable) -> Result<Option<i64>>
                 .schema()
                 .fields()
                 .iter()
-                .zip(MART_COLUMNS)
+                .zip(MART_NAMES)
                 .map(|(f, name)| format!("{} {}", quote::ident(name), layer::duckdb_type_name(f.data_type())))
                 .collect::<Vec<_>>()
                 .join(", ");

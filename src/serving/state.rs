@@ -1,7 +1,7 @@
 //! What the serving layer keeps per database in memory, beside the host's connections: the
-//! follower, the last reconcile's outcome and the storage options last given for a Paimon
-//! source. `Database` is the value every SQL function receives: the host's `Session` (its
-//! connections) and this state, neither reaching into the other.
+//! follower, the last reconcile's outcome, the storage options last given for a Paimon source
+//! and the last publish. `Database` is the value every SQL function receives: the host's
+//! `Session` (its connections) and this state, neither reaching into the other.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -10,6 +10,7 @@ use crate::core::source::Origin;
 use crate::host::session::SharedSession;
 use crate::lake::{Access, LakeOptions};
 use crate::serving::follow::{same_table, Follower};
+use crate::serving::publish::LastPublish;
 use crate::serving::refresh::Reconciled;
 
 /// One database's extension state: its connections and the serving layer's memory.
@@ -19,10 +20,16 @@ pub struct Database {
     follower: Mutex<Option<Follower>>,
     /// The last reconcile's outcome, for when the writer was busy and it could not be stored.
     reconciled: Mutex<Option<Reconciled>>,
-    /// The storage options last given for a Paimon source (path, options), kept in memory only
-    /// so that refresh, follow and status reach the table a build reached; never persisted.
-    lake_options: Mutex<Option<(String, LakeOptions)>>,
+    /// The storage options last given per Paimon table (path, options; the source and any
+    /// publish target), kept in memory only so that refresh, follow, status and publish reach
+    /// the table a build or publish reached; never persisted.
+    lake_options: Mutex<Vec<(String, LakeOptions)>>,
+    /// What this database last published to a Paimon mart table (`serving_publish`).
+    pub published: LastPublish,
 }
+
+/// How many tables' storage options are remembered (the oldest is forgotten first).
+const REMEMBERED_TABLES: usize = 16;
 
 /// What each registered function receives as extra info.
 pub type SharedDatabase = Arc<Database>;
@@ -37,7 +44,8 @@ impl Database {
             session,
             follower: Mutex::new(None),
             reconciled: Mutex::new(None),
-            lake_options: Mutex::new(None),
+            lake_options: Mutex::new(Vec::new()),
+            published: LastPublish::default(),
         })
     }
 
@@ -57,12 +65,16 @@ impl Database {
         };
         let mut memo = lock(&self.lake_options);
         if !access.options.is_empty() {
-            *memo = Some((path, access.options.clone()));
+            memo.retain(|(p, _)| *p != path);
+            if memo.len() >= REMEMBERED_TABLES {
+                memo.remove(0);
+            }
+            memo.push((path, access.options.clone()));
             return access.clone();
         }
-        match &*memo {
-            Some((p, options)) if *p == path => Access { sandbox: access.sandbox.clone(), options: options.clone() },
-            _ => access.clone(),
+        match memo.iter().find(|(p, _)| *p == path) {
+            Some((_, options)) => Access { sandbox: access.sandbox.clone(), options: options.clone() },
+            None => access.clone(),
         }
     }
 
