@@ -93,7 +93,12 @@ impl LakeTable {
                 Err(problem) => return Err(place.err(problem)),
             }
             // paimon-rust's local storage refuses `..`: hand it a path without any.
-            normalize(&dir)
+            let dir = normalize(&dir);
+            // Made here so that a place that cannot hold it (read-only, missing parent rights)
+            // is reported in the operating system's words, not the storage layer's.
+            std::fs::create_dir_all(std::path::Path::new(&dir).join("schema"))
+                .map_err(|e| place.err(format!("cannot create the table directory: {e}")))?;
+            dir
         };
         let props = access.options.storage_props(path);
         let schema = table_schema(new)?;

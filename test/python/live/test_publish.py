@@ -1,0 +1,339 @@
+"""Publishing the mart as a Paimon mart table (issue 19, items 1 and 5): `serving_publish(target)`
+writes the layer's mart through paimon-rust's writer, creating the table on the first publish;
+each publish is one commit carrying only the groups that changed (new and moved groups upserted,
+emptied groups deleted); afterwards the table holds exactly the layer's mart, even over what
+another publisher left there; `serving_follow(..., publish := ...)` publishes after every apply;
+a replica built from the published table serves the same dashboards.
+
+Oracles: the fact's merged rows in plain Python (support/live_util), their mart and the diff
+between two marts computed here in Python; the published table read back by pypaimon (Apache
+Paimon's own Python reader, not the extension) and its snapshot files read as JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from conftest import connect
+from support.lake_util import Warehouse
+from support.live_util import (
+    COMPANIES,
+    create_orders,
+    day,
+    lake_source,
+    merged_after,
+    random_lake_commits,
+    status_dict,
+    wait_for,
+)
+
+
+def oracle_mart(merged: list) -> dict:
+    """{(company, order_day): (revenue, orders)} of merged fact rows."""
+    cells: dict = defaultdict(lambda: [0, 0])
+    for r in merged:
+        cell = cells[(r["company"], r["order_day"])]
+        cell[0] += r["revenue"]
+        cell[1] += 1
+    return {k: tuple(v) for k, v in cells.items()}
+
+
+def oracle_changes(old: dict, new: dict) -> tuple[int, int]:
+    """(groups to upsert, groups to delete) that turn mart `old` into `new`."""
+    upserts = sum(1 for k, v in new.items() if old.get(k) != v)
+    return upserts, sum(1 for k in old if k not in new)
+
+
+def published(wh: Warehouse, name: str) -> dict:
+    """The mart table as pypaimon reads it."""
+    t = wh.catalog.get_table(f"db.{name}")
+    rb = t.new_read_builder()
+    rows = rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist()
+    out = {(r["company"], r["order_day"]): (int(r["revenue"]), r["orders"]) for r in rows}
+    assert len(out) == len(rows), "the mart table holds a group twice"
+    return out
+
+
+def snapshot_file(wh: Warehouse, name: str, snapshot: int) -> dict:
+    return json.loads((Path(wh.path(name)) / "snapshot" / f"snapshot-{snapshot}").read_text())
+
+
+def publish(con, target: str) -> dict:
+    cur = con.execute("SELECT * FROM serving_publish(?)", [target])
+    row = cur.fetchone()
+    return dict(zip([d[0] for d in cur.description], row, strict=True))
+
+
+def local_mart(con) -> dict:
+    rows = con.execute(
+        "SELECT m.company, m.order_day, m.revenue, c.orders FROM mart_daily m JOIN "
+        "(SELECT company, unnest(order_days) AS order_day, unnest(orders) AS orders FROM serving_mart_counts) c "
+        "USING (company, order_day)"
+    ).fetchall()
+    return {(c, d): (int(r), n) for c, d, r, n in rows}
+
+
+@pytest.fixture
+def fact(tmp_path):
+    """A deduplicate fact with row-kind deletes: 8 seeded commits; the layer is built after 5."""
+    wh = Warehouse(tmp_path / "wh")
+    table = create_orders(wh, "fct_orders", "deduplicate")
+    commits = random_lake_commits(random.Random(1919), "deduplicate", 7, first=1_500)
+    for c in commits[:5]:
+        table.commit(c)
+    return wh, table, commits
+
+
+def test_first_publish_creates_the_mart_table_and_a_replica_serves_it(fact):
+    wh, _table, commits = fact
+    con = connect()
+    con.execute("SELECT * FROM serving_build(?)", [lake_source(wh, "fct_orders")]).fetchall()
+    want = oracle_mart(merged_after("deduplicate", commits[:5]))
+    target = lake_source(wh, "mart_pub")
+    got = publish(con, target)
+    assert (got["target"], got["snapshot"], got["upserted"], got["deleted"]) == (target, 1, len(want), 0)
+    assert published(wh, "mart_pub") == want
+    t = wh.catalog.get_table("db.mart_pub")
+    assert t.primary_keys == ["company", "order_day"]
+    assert [(f.name, str(f.type)) for f in t.fields] == [
+        ("company", "STRING NOT NULL"),
+        ("order_day", "DATE NOT NULL"),
+        ("revenue", "DECIMAL(38, 0)"),
+        ("orders", "BIGINT"),
+    ]
+    options = json.loads((Path(wh.path("mart_pub")) / "schema" / "schema-0").read_text())["options"]
+    assert options.get("merge-engine") == "deduplicate"
+    s = status_dict(con)
+    assert (s["published_to"], s["published_snapshot"]) == (target, 1)
+    # Nothing changed: no commit, the same snapshot.
+    again = publish(con, target)
+    assert (again["snapshot"], again["upserted"], again["deleted"]) == (1, 0, 0)
+    assert not (Path(wh.path("mart_pub")) / "snapshot" / "snapshot-2").exists()
+    replica = connect()
+    r = replica.execute("SELECT fct_rows, mart_rows, lake_snapshot FROM serving_build(?)", [target]).fetchone()
+    assert r == (sum(n for _, n in want.values()), len(want), 1)
+    for c in COMPANIES:
+        q = "SELECT * FROM serving_dashboard(?, top := 1000)"
+        assert replica.execute(q, [c]).fetchall() == con.execute(q, [c]).fetchall(), c
+
+
+def test_each_publish_commits_only_the_changed_groups(fact):
+    wh, table, commits = fact
+    source = lake_source(wh, "fct_orders")
+    con = connect()
+    con.execute("SELECT * FROM serving_build(?)", [source]).fetchall()
+    target = lake_source(wh, "mart_pub")
+    publish(con, target)
+    before = oracle_mart(merged_after("deduplicate", commits[:5]))
+    # Empty one group for sure: delete every order of the (company, day) with the fewest orders.
+    merged = merged_after("deduplicate", commits)
+    per_group = defaultdict(list)
+    for r in merged:
+        per_group[(r["company"], r["order_day"])].append(r)
+    smallest = min((k for k in per_group if k in before), key=lambda k: (len(per_group[k]), k))
+    emptied = [{**r, "op": "-D"} for r in per_group[smallest]]
+    for c in [*commits[5:], emptied]:
+        table.commit(c)
+    after = oracle_mart(merged_after("deduplicate", [*commits, emptied]))
+    assert smallest in before and smallest not in after
+    con.execute("SELECT * FROM serving_refresh(?)", [source]).fetchall()
+    assert local_mart(con) == after
+    got = publish(con, target)
+    upserts, deletes = oracle_changes(before, after)
+    assert deletes >= 1 and upserts >= 1
+    assert (got["snapshot"], got["upserted"], got["deleted"]) == (2, upserts, deletes)
+    assert upserts + deletes < len(after), "some groups must be unchanged for this to mean anything"
+    # The commit carries exactly the changed groups (Paimon's own count of the rows it holds).
+    assert snapshot_file(wh, "mart_pub", 2)["deltaRecordCount"] == upserts + deletes
+    assert published(wh, "mart_pub") == after
+
+
+def test_a_first_publish_replaces_what_another_publisher_left(fact, tmp_path):
+    wh, _table, commits = fact
+    target = lake_source(wh, "mart_pub")
+    other = connect()
+    other.execute(
+        "CREATE TABLE src AS SELECT i AS order_id, 'other' || (i % 3) AS company, "
+        "DATE '2020-01-01' + (i % 5)::INT AS order_day, i::BIGINT AS revenue FROM range(40) t(i)"
+    )
+    other.execute("SELECT * FROM serving_build('src')").fetchall()
+    publish(other, target)
+    con = connect()
+    con.execute("SELECT * FROM serving_build(?)", [lake_source(wh, "fct_orders")]).fetchall()
+    want = oracle_mart(merged_after("deduplicate", commits[:5]))
+    got = publish(con, target)
+    assert (got["upserted"], got["deleted"]) == (len(want), 15)
+    assert published(wh, "mart_pub") == want
+    # The other layer publishes again: it read the table back (it moved), so it restores its own.
+    back = publish(other, target)
+    assert (back["upserted"], back["deleted"]) == (15, len(want))
+    assert published(wh, "mart_pub") == local_mart(other)
+
+
+def test_follow_publishes_after_every_apply_and_replicas_follow_the_mart(fact):
+    wh, table, commits = fact
+    source, target = lake_source(wh, "fct_orders"), lake_source(wh, "mart_pub")
+    primary = connect()
+    primary.execute("SELECT * FROM serving_build(?)", [source]).fetchall()
+    row = primary.execute(
+        "SELECT * FROM serving_follow(?, every := INTERVAL '50 ms', publish := ?)", [source, target]
+    ).fetchone()
+    assert row[-1] == target
+    want = oracle_mart(merged_after("deduplicate", commits[:5]))
+    wait_for(lambda: (Path(wh.path("mart_pub")) / "snapshot").is_dir(), 30, "the first publish")
+    wait_for(lambda: published(wh, "mart_pub") == want, 30, "the first publish's content")
+    replica = connect()
+    replica.execute("SELECT * FROM serving_build(?)", [target]).fetchall()
+    replica.execute("SELECT * FROM serving_follow(?, every := INTERVAL '50 ms')", [target]).fetchall()
+    try:
+        for k in range(5, len(commits)):
+            table.commit(commits[k])
+            want = oracle_mart(merged_after("deduplicate", commits[: k + 1]))
+            wait_for(lambda w=want: published(wh, "mart_pub") == w, 30, f"commit {k} published")
+            wait_for(lambda w=want: local_mart(replica) == w, 30, f"commit {k} on the replica")
+        s = status_dict(primary)
+        assert s["published_to"] == target and s["last_error"] is None, s
+        assert s["published_snapshot"] == max(
+            int(p.name.split("-")[1]) for p in (Path(wh.path("mart_pub")) / "snapshot").glob("snapshot-*")
+        )
+    finally:
+        replica.execute("SELECT * FROM serving_unfollow()").fetchall()
+        primary.execute("SELECT * FROM serving_unfollow()").fetchall()
+
+
+# --- bad targets: refused by name, nothing changes on either side ------------------------------
+
+
+def built(con, wh) -> dict:
+    con.execute("SELECT * FROM serving_build(?)", [lake_source(wh, "fct_orders")]).fetchall()
+    return local_mart(con)
+
+
+def tree(path: Path) -> list:
+    return sorted((str(p.relative_to(path)), p.stat().st_size) for p in path.rglob("*")) if path.exists() else []
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["fact table", "another shape", "aggregation engine", "not empty", "a file"],
+)
+def test_a_target_that_is_not_a_mart_table_is_refused_and_untouched(fact, case):
+    wh, _table, _commits = fact
+    con = connect()
+    mart = built(con, wh)
+    if case == "fact table":
+        name, problem = "fct_orders", "holds a table keyed by (order_id), not a mart table"
+    elif case == "another shape":
+        name, problem = (
+            "bigint_mart",
+            "holds a table of another shape (columns company STRING, order_day DATE, revenue BIGINT, orders BIGINT)",
+        )
+        schema = pa.schema(
+            [
+                pa.field("company", pa.string(), nullable=False),
+                pa.field("order_day", pa.date32(), nullable=False),
+                ("revenue", pa.int64()),
+                ("orders", pa.int64()),
+            ]
+        )
+        wh.create(name, schema, ["company", "order_day"], {"bucket": "1"}).commit(
+            [{"company": "a", "order_day": day(1), "revenue": 1, "orders": 1}]
+        )
+    elif case == "aggregation engine":
+        name, problem = "agg_mart", "holds a table with the 'aggregation' merge engine"
+        schema = pa.schema(
+            [
+                pa.field("company", pa.string(), nullable=False),
+                pa.field("order_day", pa.date32(), nullable=False),
+                ("revenue", pa.decimal128(38, 0)),
+                ("orders", pa.int64()),
+            ]
+        )
+        wh.create(name, schema, ["company", "order_day"], {"bucket": "1", "merge-engine": "aggregation"})
+    elif case == "not empty":
+        name, problem = "junk", "the directory is not empty and is not a Paimon table"
+        Path(wh.path(name)).mkdir(parents=True)
+        (Path(wh.path(name)) / "notes.txt").write_text("mine")
+    else:
+        name, problem = "a_file", "there is a file at that path, not a directory"
+        Path(wh.path(name)).write_text("mine")
+    before = tree(Path(wh.path(name)))
+    target = lake_source(wh, name)
+    with pytest.raises(Exception) as e:
+        publish(con, target)
+    msg = str(e.value)
+    assert f"serving_publish: " in msg and problem in msg, msg
+    assert wh.path(name) in msg, msg
+    assert tree(Path(wh.path(name))) == before, "the target changed"
+    assert local_mart(con) == mart
+    assert status_dict(con)["published_to"] is None
+
+
+def test_a_target_outside_the_sandbox_is_refused_and_nothing_created(fact, tmp_path):
+    wh, _table, _commits = fact
+    con = connect()
+    mart = built(con, wh)
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    con.execute(f"SET allowed_directories = ['{wh.root}', '{allowed}']")
+    con.execute("SET enable_external_access = false")
+    outside = tmp_path / "outside" / "mart"
+    with pytest.raises(Exception) as e:
+        publish(con, f"paimon:{outside}")
+    msg = str(e.value)
+    assert "Permission Error" in msg and "enable_external_access = false" in msg and str(outside) in msg, msg
+    assert not (tmp_path / "outside").exists()
+    # Inside an allowed directory the same call works.
+    got = publish(con, f"paimon:{allowed / 'mart'}")
+    assert got["upserted"] == len(mart) and (allowed / "mart" / "snapshot" / "snapshot-1").is_file()
+
+
+def test_a_read_only_location_fails_clearly(fact):
+    wh, _table, _commits = fact
+    con = connect()
+    mart = built(con, wh)
+    # /proc refuses every new entry, even to root (a chmod cannot make a root-run test read-only).
+    target = "paimon:/proc/streamhouse-mart"
+    with pytest.raises(Exception) as e:
+        publish(con, target)
+    msg = str(e.value)
+    assert msg.startswith(
+        "Invalid Input Error: serving_publish: Paimon table '/proc/streamhouse-mart': cannot create the table "
+        "directory: No such file or directory"
+    ), msg
+    assert not os.path.exists("/proc/streamhouse-mart")
+    assert local_mart(con) == mart and status_dict(con)["published_to"] is None
+
+
+@pytest.mark.parametrize("target", ["", "paimon:", "  paimon:  "])
+def test_an_empty_target_is_refused(target):
+    con = connect()
+    with pytest.raises(Exception) as e:
+        publish(con, target)
+    assert "names no table: give paimon:<table directory> or s3://" in str(e.value), str(e.value)
+
+
+def test_publish_before_a_build_says_run_serving_build(tmp_path):
+    con = connect()
+    with pytest.raises(Exception) as e:
+        publish(con, f"paimon:{tmp_path / 'mart'}")
+    assert "serving_publish" in str(e.value) and "serving_build" in str(e.value), str(e.value)
+    assert not (tmp_path / "mart").exists()
+
+
+def test_a_replica_republishes_its_mart(fact, tmp_path):
+    """A mart-only replica publishes too (a fan-out tier): the copy equals the original."""
+    wh, _table, commits = fact
+    con = connect()
+    con.execute("SELECT * FROM serving_build(?)", [lake_source(wh, "fct_orders")]).fetchall()
+    publish(con, lake_source(wh, "mart_pub"))
+    replica = connect()
+    replica.execute("SELECT * FROM serving_build(?)", [lake_source(wh, "mart_pub")]).fetchall()
+    got = publish(replica, lake_source(wh, "mart_copy"))
+    want = oracle_mart(merged_after("deduplicate", commits[:5]))
+    assert got["upserted"] == len(want) and published(wh, "mart_copy") == want
