@@ -267,7 +267,7 @@ def test_a_target_that_is_not_a_mart_table_is_refused_and_untouched(fact, case):
     with pytest.raises(Exception) as e:
         publish(con, target)
     msg = str(e.value)
-    assert f"serving_publish: " in msg and problem in msg, msg
+    assert "serving_publish: " in msg and problem in msg, msg
     assert wh.path(name) in msg, msg
     assert tree(Path(wh.path(name))) == before, "the target changed"
     assert local_mart(con) == mart
