@@ -336,7 +336,13 @@ mod tests {
     fn changes_since_names_new_moved_and_gone_groups_only() {
         let old = Mart::from_groups(&[g("a", 1, 10, 1), g("a", 2, 20, 2), g("b", 1, 5, 1), g("c", 9, 7, 1)]);
         // a/1 unchanged, a/2 moved (orders only), b/1 gone, c/9 unchanged, a/3 and bb/1 new.
-        let new = Mart::from_groups(&[g("a", 1, 10, 1), g("a", 2, 20, 3), g("a", 3, 1, 1), g("bb", 1, 4, 1), g("c", 9, 7, 1)]);
+        let new = Mart::from_groups(&[
+            g("a", 1, 10, 1),
+            g("a", 2, 20, 3),
+            g("a", 3, 1, 1),
+            g("bb", 1, 4, 1),
+            g("c", 9, 7, 1),
+        ]);
         let c = new.changes_since(&old);
         assert_eq!(c.upserts, vec![g("a", 2, 20, 3), g("a", 3, 1, 1), g("bb", 1, 4, 1)]);
         assert_eq!(c.deletes, vec![g("b", 1, 5, 1)]);
@@ -357,7 +363,14 @@ mod tests {
         let names = ["x", "y", "zz", "w"];
         for _ in 0..50 {
             let mut gen = || -> BTreeMap<(String, i32), (i128, i64)> {
-                (0..40).map(|_| ((names[(next() % 4) as usize].to_string(), (next() % 9) as i32 - 4), ((next() % 3) as i128, 1 + next() % 2))).collect()
+                (0..40)
+                    .map(|_| {
+                        (
+                            (names[(next() % 4) as usize].to_string(), (next() % 9) as i32 - 4),
+                            ((next() % 3) as i128, 1 + next() % 2),
+                        )
+                    })
+                    .collect()
             };
             let (a, b) = (gen(), gen());
             let mart = |m: &BTreeMap<(String, i32), (i128, i64)>| {
@@ -365,9 +378,16 @@ mod tests {
             };
             let (ma, mb) = (mart(&a), mart(&b));
             let c = mb.changes_since(&ma);
-            let want_up: Vec<_> = b.iter().filter(|(k, v)| a.get(*k) != Some(*v)).map(|((c, d), (r, n))| (c.clone(), *d, *r, *n)).collect();
-            let want_del: Vec<_> = a.iter().filter(|(k, _)| !b.contains_key(*k)).map(|((c, d), (r, n))| (c.clone(), *d, *r, *n)).collect();
-            let got = |v: &[Group<'_>]| v.iter().map(|x| (x.company.to_string(), x.day, x.revenue, x.orders)).collect::<Vec<_>>();
+            let want_up: Vec<_> = b
+                .iter()
+                .filter(|(k, v)| a.get(*k) != Some(*v))
+                .map(|((c, d), (r, n))| (c.clone(), *d, *r, *n))
+                .collect();
+            let want_del: Vec<_> =
+                a.iter().filter(|(k, _)| !b.contains_key(*k)).map(|((c, d), (r, n))| (c.clone(), *d, *r, *n)).collect();
+            let got = |v: &[Group<'_>]| {
+                v.iter().map(|x| (x.company.to_string(), x.day, x.revenue, x.orders)).collect::<Vec<_>>()
+            };
             assert_eq!(got(&c.upserts), want_up);
             assert_eq!(got(&c.deletes), want_del);
         }

@@ -181,8 +181,9 @@ fn local_contents(dir: &std::path::Path) -> std::result::Result<Found, String> {
     }
     let mut entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read the directory: {e}"))?;
     if entries.next().is_some() {
-        return Err("the directory is not empty and is not a Paimon table (no schema/): refusing to write into it"
-            .into());
+        return Err(
+            "the directory is not empty and is not a Paimon table (no schema/): refusing to write into it".into()
+        );
     }
     Ok(Found::Nothing)
 }
@@ -219,7 +220,11 @@ fn with_kinds(rows: &Batch60, kinds: &[RowKind]) -> std::result::Result<arrow_ar
     let batch = arrow_array::RecordBatch::from(arrow_array::StructArray::from(data));
     let kinds = arrow_array::Int8Array::from(kinds.iter().map(|k| k.byte()).collect::<Vec<_>>());
     let mut fields: Vec<arrow_schema::FieldRef> = batch.schema().fields().iter().cloned().collect();
-    fields.push(Arc::new(arrow_schema::Field::new(paimon::spec::VALUE_KIND_FIELD_NAME, arrow_schema::DataType::Int8, false)));
+    fields.push(Arc::new(arrow_schema::Field::new(
+        paimon::spec::VALUE_KIND_FIELD_NAME,
+        arrow_schema::DataType::Int8,
+        false,
+    )));
     let mut columns = batch.columns().to_vec();
     columns.push(Arc::new(kinds));
     arrow_array::RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), columns).map_err(|e| e.to_string())

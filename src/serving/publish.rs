@@ -30,7 +30,8 @@ use crate::serving::refresh;
 const FUNCTION: &str = "serving_publish";
 
 /// The table a first publish creates.
-const MART_TABLE: NewTable<'static> = NewTable { columns: &MART_COLUMNS, primary_key: &MART_KEY, options: &MART_OPTIONS };
+const MART_TABLE: NewTable<'static> =
+    NewTable { columns: &MART_COLUMNS, primary_key: &MART_KEY, options: &MART_OPTIONS };
 
 /// What the last publish of this database left in a mart table.
 #[derive(Clone)]
@@ -215,5 +216,11 @@ pub fn publish(conn: &Connection, target: &str, access: &Access, last: &LastPubl
     };
     let (upserted, deleted) = (changes.upserts.len() as i64, changes.deletes.len() as i64);
     *last.get() = Some(Published { target: target.trim().to_string(), path, snapshot, mart: mart.clone() });
-    Ok(PublishSummary { target: target.trim().to_string(), snapshot, upserted, deleted, elapsed_ms: layer::elapsed_ms(started) })
+    Ok(PublishSummary {
+        target: target.trim().to_string(),
+        snapshot,
+        upserted,
+        deleted,
+        elapsed_ms: layer::elapsed_ms(started),
+    })
 }

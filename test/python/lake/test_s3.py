@@ -743,3 +743,78 @@ def test_sandbox_refuses_s3_paths(s3, orders, setting, tmp_path):
         assert served(con) == before
     finally:
         counter.close()
+
+
+# --- publishing the mart to object storage (issue 19) ----------------------------------------
+
+
+def publish_s3(con, s3: S3, table: str, options: dict) -> dict:
+    return dicts(con, "SELECT * FROM serving_publish({args})", "paimon:" + s3.path(table), options)[0]
+
+
+def mart_oracle(rows) -> dict:
+    """{(company, order_day): (revenue, orders)} of (order_id, company, order_day, revenue) rows."""
+    cells: dict = {}
+    for _oid, company, order_day, revenue in rows:
+        r, n = cells.get((company, order_day), (0, 0))
+        cells[(company, order_day)] = (r + revenue, n + 1)
+    return cells
+
+
+def s3_mart(s3: S3, table: str) -> dict:
+    """The published mart table as pypaimon reads it from the bucket."""
+    t = s3.catalog.get_table(f"db.{table}")
+    rb = t.new_read_builder()
+    return {
+        (r["company"], r["order_day"]): (int(r["revenue"]), r["orders"])
+        for r in rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist()
+    }
+
+
+def test_publish_to_s3_and_a_replica_serves_it(s3):
+    rows, companies = gen_rows(seed=35, n_rows=900, n_companies=6, n_days=12)
+    t = orders_table(s3, "orders_publish", rows)
+    con = connect()
+    build_s3(con, s3, "orders_publish", s3.options())
+    got = publish_s3(con, s3, "mart_published", s3.options())
+    want = mart_oracle(merged_orders(t))
+    assert (got["snapshot"], got["upserted"], got["deleted"]) == (1, len(want), 0)
+    assert s3_mart(s3, "mart_published") == want
+    rng = random.Random(9)
+    changed = [(oid, rng.choice(companies), d, rng.randint(-999, 999)) for oid, _c, d, _r in rng.sample(rows, 30)]
+    t.commit([dict(zip(ORDER_COLS, r, strict=True)) for r in changed])
+    refresh_s3(con, s3, "orders_publish", s3.options())
+    after = mart_oracle(merged_orders(t))
+    got = publish_s3(con, s3, "mart_published", s3.options())
+    moved = sum(1 for k, v in after.items() if want.get(k) != v)
+    assert (got["snapshot"], got["upserted"], got["deleted"]) == (2, moved, sum(1 for k in want if k not in after))
+    assert s3_mart(s3, "mart_published") == after
+    replica = connect()
+    built = build_s3(replica, s3, "mart_published", s3.options())
+    assert (built["mart_rows"], built["fct_rows"]) == (len(after), sum(n for _r, n in after.values()))
+    assert_dashboards_of_mart(replica, after)
+    assert_no_secret(repr(got) + status_and_meta_text(con), s3, "serving_publish's row and status")
+
+
+def assert_dashboards_of_mart(con, mart: dict) -> None:
+    per: dict = {}
+    for (company, d), (revenue, _n) in mart.items():
+        per.setdefault(company, []).append((d, revenue))
+    for company, days in per.items():
+        want = sorted(days, key=lambda dr: (-dr[1], dr[0]))
+        assert con.execute("SELECT * FROM serving_dashboard(?, top := 1000)", [company]).fetchall() == want
+
+
+def test_publish_to_s3_with_a_wrong_secret_fails_and_leaks_nothing(s3, orders):
+    con = connect()
+    build_s3(con, s3, "orders", s3.options())
+    before = served(con)
+    path = s3.path("mart_never")
+    with pytest.raises(duckdb.Error) as e:
+        publish_s3(con, s3, "mart_never", s3.options(**{"s3.secret-key": WRONG_SECRET}))
+    msg = str(e.value)
+    assert f"serving_publish: Paimon table '{path}'" in msg and "access denied" in msg, msg
+    assert_no_secret(msg, s3, "serving_publish's error")
+    assert served(con) == before
+    listed = s3.boto().list_objects_v2(Bucket=BUCKET, Prefix="wh/db.db/mart_never/")
+    assert listed.get("KeyCount", 0) == 0, "a refused publish created objects"
