@@ -1,5 +1,7 @@
-//! `serving_reconcile()`: the rows where mart_daily (with its group counts) and a fresh
-//! aggregate of fct_orders differ, two-way EXCEPT ALL. Empty means the mart is exact.
+//! `serving_reconcile([fact := VARCHAR] [, options := MAP])`: the rows where mart_daily (with its
+//! group counts) and a fresh aggregate of fct_orders differ, two-way EXCEPT ALL. Empty means the
+//! mart is exact. With `fact :=` (a Paimon fact table) the aggregate is of that table's merged
+//! state, streamed: how a mart-only replica, which holds no fct_orders, checks itself.
 
 use duckdb::core::LogicalTypeId;
 
@@ -9,6 +11,7 @@ use crate::core::error::Result;
 use crate::host::session::Role;
 use crate::serving::layer::now_micros;
 use crate::serving::refresh::{self, Reconciled};
+use crate::serving::replica;
 
 pub struct ServingReconcile;
 
@@ -23,9 +26,17 @@ impl RowsFunction for ServingReconcile {
         ("orders", LogicalTypeId::Bigint),
     ];
     const ROLE: Role = Role::Reader;
+    const NAMED: &'static [(&'static str, LogicalTypeId)] = &[("fact", LogicalTypeId::Varchar)];
+    const LAKE_OPTIONS: bool = true;
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
-        let (diffs, generation) = refresh::reconcile(ctx.conn)?;
+        let (diffs, generation) = match ctx.call.named.first().cloned().flatten() {
+            Some(fact) => {
+                let access = ctx.db.lake_access(&ctx.call.access, &fact);
+                replica::reconcile_against(ctx.conn, &fact, &access)?
+            }
+            None => refresh::reconcile(ctx.conn)?,
+        };
         let outcome = Reconciled { at: now_micros(), clean: diffs.is_empty(), generation };
         *ctx.db.reconciled() = Some(outcome);
         // Stored in serving_meta when no writer is running; otherwise status shows it from

@@ -282,7 +282,7 @@ fn resolve_lake(
 }
 
 /// DuckDB's `threads` setting as our connection sees it (global, so the caller's too).
-fn reader_threads(conn: &Connection) -> usize {
+pub fn reader_threads(conn: &Connection) -> usize {
     conn.query_row("SELECT current_setting('threads')::BIGINT", [], |r| r.get::<_, i64>(0))
         .map_or(1, |n| n.max(1) as usize)
 }

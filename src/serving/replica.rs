@@ -9,17 +9,24 @@
 //! release has no such column and is a fact layer. A fact layer whose `fct_orders` a user
 //! dropped stays a fact layer (its functions say "run serving_build"), never a replica.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
+use duckdb::arrow::array::{Array, Date32Array, Decimal128Array, StringArray};
+use duckdb::arrow::compute::cast;
+use duckdb::arrow::datatypes::DataType;
 use duckdb::Connection;
 
 use crate::core::error::{Error, Result};
+use crate::core::mart::{Group, Mart};
 use crate::core::quote;
+use crate::core::source::Origin;
 use crate::core::schema::{self, Place, COUNTS, FACT, MART, META};
 use crate::core::tier::{MART_COLUMNS, MART_KEY};
 use crate::host::transaction::Transaction;
 use crate::lake::{Access, LakeTable};
 use crate::serving::layer::{self, BuildSummary};
+use crate::serving::refresh::{self, Difference};
 
 /// The mart table's column names, in the order they are read.
 const MART_NAMES: [&str; 4] = [MART_COLUMNS[0].0, MART_COLUMNS[1].0, MART_COLUMNS[2].0, MART_COLUMNS[3].0];
@@ -28,8 +35,8 @@ const STAGE: &str = "__sh_mart_stage";
 
 /// What to do instead of a fact-only function on a replica.
 pub const NEEDS_FACT: &str =
-    "compare against the fact where it lives: on the primary that publishes the mart, or in a \
-     database built from the fact table";
+    "serving_reconcile(fact := 'paimon:<lake fact table>') checks this replica against the lake fact \
+     without loading it; serving_olap needs a database built from the fact table";
 
 /// What a serving layer holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -305,4 +312,101 @@ pub fn apply(conn: &Connection, raw: &str, path: &str, access: &Access, served: 
             Err(e)
         }
     }
+}
+
+/// The mart of a Paimon fact table's merged state (latest snapshot), aggregated while its
+/// batches stream past: memory grows with the groups, never with the fact. The fact's columns
+/// are checked against the serving contract as a build checks them; a NULL company, day or
+/// revenue is refused naming the source.
+pub fn lake_fact_mart(
+    conn: &Connection,
+    function: &'static str,
+    raw: &str,
+    access: &Access,
+) -> Result<(Mart, Option<i64>)> {
+    let path = match Origin::of(raw, &access.sandbox)? {
+        Origin::Lake(path) => path,
+        Origin::Relation(_) => {
+            return Err(Error::Refused {
+                function,
+                problem: format!(
+                    "fact := '{raw}' is not a Paimon table: give the lake fact table (paimon:<dir> or s3://...)"
+                ),
+            })
+        }
+    };
+    let table = LakeTable::open(function, &path, access)?;
+    table.check_readable()?;
+    let described: Vec<(String, String)> = table
+        .schema()?
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), layer::duckdb_type_name(f.data_type())))
+        .collect();
+    let columns = schema::match_columns(raw, &described)?;
+    let projection = vec![columns.company.clone(), columns.order_day.clone(), columns.revenue.clone()];
+    let scan = table.scan(None, None, Some(projection))?;
+    let snapshot = scan.snapshot;
+    let threads = layer::reader_threads(conn);
+    let mut sums: HashMap<(String, i32), (i128, i64)> = HashMap::new();
+    let bad = |problem: String| Error::BadRow { source: raw.into(), problem };
+    for batch in scan.stream(threads) {
+        let batch = batch?;
+        let cast_to = |i: usize, t: &DataType| {
+            cast(batch.column(i), t).map_err(|e| bad(format!("column {}: {e}", described_name(&batch, i))))
+        };
+        let (company, day, revenue) =
+            (cast_to(0, &DataType::Utf8)?, cast_to(1, &DataType::Date32)?, cast_to(2, &DataType::Decimal128(38, 0))?);
+        let company = company.as_any().downcast_ref::<StringArray>().expect("cast to Utf8");
+        let day = day.as_any().downcast_ref::<Date32Array>().expect("cast to Date32");
+        let revenue = revenue.as_any().downcast_ref::<Decimal128Array>().expect("cast to Decimal128");
+        for i in 0..batch.num_rows() {
+            if company.is_null(i) || day.is_null(i) || revenue.is_null(i) {
+                return Err(bad(format!(
+                    "an order has a NULL {} (the fact's merged state must name a company, a day and a revenue)",
+                    ["company", "order_day", "revenue"][[company.is_null(i), day.is_null(i), revenue.is_null(i)]
+                        .iter()
+                        .position(|n| *n)
+                        .expect("one is NULL")]
+                )));
+            }
+            let cell = sums.entry((company.value(i).to_string(), day.value(i))).or_default();
+            cell.0 += revenue.value(i);
+            cell.1 += 1;
+        }
+    }
+    let groups: Vec<Group<'_>> =
+        sums.iter().map(|((c, d), (r, n))| Group { company: c, day: *d, revenue: *r, orders: *n }).collect();
+    Ok((Mart::from_groups(&groups), snapshot))
+}
+
+fn described_name(batch: &duckdb::arrow::record_batch::RecordBatch, i: usize) -> String {
+    batch.schema().field(i).name().clone()
+}
+
+/// `serving_reconcile(fact := ...)`: the served mart (with its counts) against the mart of a
+/// Paimon fact table aggregated while streaming it, as two-way differences like a fact layer's
+/// reconcile. Works in both modes; a replica has no other way to check itself.
+pub fn reconcile_against(conn: &Connection, fact: &str, access: &Access) -> Result<(Vec<Difference>, Option<i64>)> {
+    let served = refresh::current_mart(conn, "serving_reconcile")?;
+    let generation: Option<i64> = conn
+        .query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get(0))
+        .map_err(|e| layer::not_built("serving_reconcile", e))?;
+    let (fresh, _snapshot) = lake_fact_mart(conn, "serving_reconcile", fact, access)?;
+    let side = |name: &str, groups: Vec<Group<'_>>| -> Vec<Difference> {
+        groups
+            .into_iter()
+            .map(|g| Difference {
+                side: name.to_string(),
+                company: Some(g.company.to_string()),
+                order_day: Some(g.day),
+                revenue: Some(g.revenue),
+                orders: Some(g.orders),
+            })
+            .collect()
+    };
+    let mut diffs = side("mart_only", served.changes_since(&fresh).upserts);
+    diffs.extend(side("fact_only", fresh.changes_since(&served).upserts));
+    diffs.sort_by(|a, b| (&a.company, a.order_day, &a.side).cmp(&(&b.company, b.order_day, &b.side)));
+    Ok((diffs, generation))
 }
