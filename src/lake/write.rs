@@ -135,18 +135,25 @@ impl LakeTable {
     }
 
     /// Writes `rows` (the table's columns, in its order), each with the kind at its index, as
-    /// one Paimon commit. Returns the table's latest snapshot after the commit.
-    pub fn commit(&self, rows: &Batch60, kinds: &[RowKind]) -> Result<Option<i64>> {
+    /// one Paimon commit. With `replace`, the commit replaces the table's whole content with
+    /// `rows` (an OVERWRITE snapshot; its files are the only live ones after it). Returns the
+    /// table's latest snapshot after the commit.
+    pub fn commit(&self, rows: &Batch60, kinds: &[RowKind], replace: bool) -> Result<Option<i64>> {
         if rows.num_rows() != kinds.len() {
             return Err(Error::internal(self.place.function, "a row kind for every row"));
         }
         let batch = with_kinds(rows, kinds).map_err(|e| self.place.err(e))?;
         self.place.block_on(self.remote, async {
             let builder = self.table.new_write_builder();
+            let builder = if replace { builder.with_overwrite() } else { builder };
             let mut write = builder.new_write()?;
             write.write_arrow_batch(&batch).await?;
             let messages = write.prepare_commit().await?;
-            builder.new_commit().commit(messages).await
+            if replace {
+                builder.new_commit().overwrite(messages, None).await
+            } else {
+                builder.new_commit().commit(messages).await
+            }
         })?;
         self.latest_snapshot()
     }

@@ -4,7 +4,9 @@
 //!
 //! Each publish is one Paimon commit of the groups that changed since the table's current
 //! state: new and moved groups upserted, emptied groups deleted, so its size grows with the
-//! change, not the mart. The table's state is known from the previous publish to it (kept in
+//! change, not the mart; except that every `REWRITE_AFTER`-th commit (and the first change
+//! after the table was read back) rewrites the whole mart in one OVERWRITE commit, because the
+//! writer never compacts. `upserted`/`deleted` always count the groups that changed. The table's state is known from the previous publish to it (kept in
 //! memory with the snapshot it made); when the table has moved since (another publisher, a
 //! first publish, a reopen) it is read back from the lake instead, so after every publish the
 //! table holds exactly this layer's mart. Nothing local changes; a failed publish commits
@@ -33,6 +35,12 @@ const FUNCTION: &str = "serving_publish";
 const MART_TABLE: NewTable<'static> =
     NewTable { columns: &MART_COLUMNS, primary_key: &MART_KEY, options: &MART_OPTIONS };
 
+/// paimon-rust's writer does not compact: every commit adds files (per bucket, plus its input
+/// changelog) that every reader of the table merges. After this many incremental commits a
+/// publish rewrites the whole table instead (one OVERWRITE commit), so a replica's read stays
+/// bounded by the mart, not by the number of publishes.
+const REWRITE_AFTER: u32 = 32;
+
 /// What the last publish of this database left in a mart table.
 #[derive(Clone)]
 pub struct Published {
@@ -42,6 +50,8 @@ pub struct Published {
     /// The table's latest snapshot right after the publish.
     pub snapshot: Option<i64>,
     mart: Arc<Mart>,
+    /// Incremental commits made since the table was last written whole.
+    since_rewrite: u32,
 }
 
 /// The last publish of a database, shared with its follower.
@@ -202,20 +212,28 @@ pub fn publish(conn: &Connection, target: &str, access: &Access, last: &LastPubl
         .get()
         .as_ref()
         .filter(|p| latest.is_some() && p.snapshot == latest && same_table(&p.path, &path))
-        .map(|p| p.mart.clone());
-    let old = match known {
-        Some(m) => m,
-        None => Arc::new(read_table(&table)?),
+        .map(|p| (p.mart.clone(), p.since_rewrite));
+    // A table read back (first publish, or another writer moved it) may hold any history of
+    // files: counted as due for a rewrite at the next change.
+    let (old, since_rewrite) = match known {
+        Some(k) => k,
+        None if latest.is_none() => (Arc::new(Mart::default()), 0),
+        None => (Arc::new(read_table(&table)?), REWRITE_AFTER),
     };
     let changes = mart.changes_since(&old);
-    let snapshot = if changes.is_empty() {
-        latest
+    let (snapshot, since_rewrite) = if changes.is_empty() {
+        (latest, since_rewrite)
+    } else if since_rewrite >= REWRITE_AFTER && !mart.is_empty() {
+        let all: Vec<Group<'_>> = mart.groups().collect();
+        let (batch, kinds) = rows(&all, &[])?;
+        (table.commit(&batch, &kinds, true)?, 0)
     } else {
         let (batch, kinds) = rows(&changes.upserts, &changes.deletes)?;
-        table.commit(&batch, &kinds)?
+        (table.commit(&batch, &kinds, false)?, since_rewrite + 1)
     };
     let (upserted, deleted) = (changes.upserts.len() as i64, changes.deletes.len() as i64);
-    *last.get() = Some(Published { target: target.trim().to_string(), path, snapshot, mart: mart.clone() });
+    *last.get() =
+        Some(Published { target: target.trim().to_string(), path, snapshot, mart: mart.clone(), since_rewrite });
     Ok(PublishSummary {
         target: target.trim().to_string(),
         snapshot,

@@ -20,8 +20,8 @@ use duckdb::Connection;
 use crate::core::error::{Error, Result};
 use crate::core::mart::{Group, Mart};
 use crate::core::quote;
-use crate::core::source::Origin;
 use crate::core::schema::{self, Place, COUNTS, FACT, MART, META};
+use crate::core::source::Origin;
 use crate::core::tier::{MART_COLUMNS, MART_KEY};
 use crate::host::transaction::Transaction;
 use crate::lake::{Access, LakeTable};
@@ -337,12 +337,8 @@ pub fn lake_fact_mart(
     };
     let table = LakeTable::open(function, &path, access)?;
     table.check_readable()?;
-    let described: Vec<(String, String)> = table
-        .schema()?
-        .fields()
-        .iter()
-        .map(|f| (f.name().clone(), layer::duckdb_type_name(f.data_type())))
-        .collect();
+    let described: Vec<(String, String)> =
+        table.schema()?.fields().iter().map(|f| (f.name().clone(), layer::duckdb_type_name(f.data_type()))).collect();
     let columns = schema::match_columns(raw, &described)?;
     let projection = vec![columns.company.clone(), columns.order_day.clone(), columns.revenue.clone()];
     let scan = table.scan(None, None, Some(projection))?;

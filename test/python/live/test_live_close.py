@@ -173,7 +173,7 @@ def test_close_while_following_releases_the_file_and_does_not_resume(ext_path, t
     assert out["reopened_status"] == [None, None, child["snapshot"]]
     assert out["after_commit"] == [None, child["snapshot"], 4, 4 - child["snapshot"]]
     src = out["refollow"][0]
-    assert out["refollow"] == [src, 50, None]
+    assert out["refollow"] == [src, 50, None, None]
     assert out["refollow_caught_up"] and out["reconcile"] == 0
     assert out["final_follower_gone"]
 

@@ -66,7 +66,7 @@ def test_follow_random_commits_converges_to_pypaimon(tmp_path, engine, seed):
         1,
     )
     got = con.execute("SELECT * FROM serving_follow(?, every := INTERVAL '50 ms')", [source]).fetchall()
-    assert got == [(source, 50, None)]
+    assert got == [(source, 50, None, None)]
 
     stop = threading.Event()
     errors: list = []
@@ -347,7 +347,7 @@ def test_follow_refusals_and_replacing(tmp_path):
         refused(f"SELECT * FROM serving_follow(?, every := INTERVAL '{every}')", [src], "too short", "10 ms")
     assert status_dict(con)["following"] is None  # refusals start nothing
 
-    assert con.execute(follow, [src]).fetchall() == [(src, 100, None)]
+    assert con.execute(follow, [src]).fetchall() == [(src, 100, None, None)]
     # a refused call leaves the running follower alone
     refused(follow, [other], "not from")
     refused("SELECT * FROM serving_follow(?, every := INTERVAL '1 ms')", [src], "too short")
@@ -355,11 +355,11 @@ def test_follow_refusals_and_replacing(tmp_path):
     assert (s["following"], s["follow_every_ms"]) == (src, 100)
     # replacing: the old source comes back in `replaced`
     assert con.execute("SELECT * FROM serving_follow(?, every := INTERVAL '30 ms')", [src]).fetchall() == [
-        (src, 30, src)
+        (src, 30, src, None)
     ]
     dir_form = wh.path("orders")  # a directory with schema/ is a Paimon source too
-    assert con.execute("SELECT * FROM serving_follow(?)", [dir_form]).fetchall() == [(dir_form, 1000, src)]
-    assert con.execute(follow, [src]).fetchall() == [(src, 100, dir_form)]
+    assert con.execute("SELECT * FROM serving_follow(?)", [dir_form]).fetchall() == [(dir_form, 1000, src, None)]
+    assert con.execute(follow, [src]).fetchall() == [(src, 100, dir_form, None)]
     s = status_dict(con)
     assert (
         s["following"],

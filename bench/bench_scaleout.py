@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""Beyond one machine (part of make bench): issue 19's measurements.
+
+  load       replicas at load: a primary follows a Paimon fact with publish := a mart table,
+             four replica processes build from the mart table and follow it, a pypaimon writer
+             commits 500 new + 200 corrected orders every 300 ms for 60 s
+             (test/python/support/replica_load.py; one replica is killed and restarted on the
+             way). Targets: fact commit -> visible on all replicas p99 <= 2 s at every := 200 ms;
+             dashboard p99 on the replicas <= 50 ms. Correctness first: every replica must end
+             with the mart of the writer's final state, else FAILED.
+  replica    serving_build of the mart table (a replica) vs serving_build of the 10M-order fact
+             it was published from (bench_scale.py's cached lake table), each in a fresh process:
+             time and peak RSS; and the replica's peak RSS behind a 1M- and a 10M-order fact with
+             the same-sized mart (target: < 10% apart).
+  publish    serving_publish cost vs changed groups: a 182,500-group mart (50 companies x 3,650
+             days), one first publish (every group), then publishes after refreshes that change
+             k groups; the commit must carry exactly k groups.
+
+Every figure is a median over repeated runs where a run can be repeated. Usage:
+bench_scaleout.py EXTENSION [--quick] [--only load,replica,publish]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "test" / "python"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+FRESHNESS_P99_MS = 2000
+DASHBOARD_P99_MS = 50
+RSS_APART = 0.10
+
+
+def verdict(ok: bool) -> str:
+    return "ok" if ok else "MISSED"
+
+
+def load(ext: str, quick: bool) -> list:
+    from support import replica_load
+
+    seconds = 10 if quick else 60
+    with tempfile.TemporaryDirectory() as d:
+        out = replica_load.run(ext, Path(d), seconds=seconds, replicas=4, initial=20_000)
+    converged = all(r["mart"] == out["oracle"] for r in out["replicas"])
+    print(
+        f"  load: {out['commits']} fact commits in {seconds} s (median gap {out['median_commit_gap_ms']:.0f} ms), "
+        f"{out['orders']:,} orders, {out['groups']:,} mart groups, {out['dashboard_queries']:,} dashboard queries "
+        f"on 4 replicas; every replica converged to the oracle: {converged}",
+        flush=True,
+    )
+    print(
+        f"  freshness p50 {out['freshness_p50_ms']:.0f} ms  p99 {out['freshness_p99_ms']:.0f} ms   "
+        f"dashboard p50 {out['dashboard_p50_ms']:.2f} ms  p99 {out['dashboard_p99_ms']:.2f} ms",
+        flush=True,
+    )
+    if not converged:
+        print("  replicas at load: a replica did not converge FAILED", flush=True)
+    return [
+        (
+            "replica freshness p99",
+            f"{out['freshness_p99_ms']:.0f} ms",
+            f"<= {FRESHNESS_P99_MS} ms",
+            out["freshness_p99_ms"] <= FRESHNESS_P99_MS,
+        ),
+        (
+            "replica dashboard p99",
+            f"{out['dashboard_p99_ms']:.2f} ms",
+            f"<= {DASHBOARD_P99_MS} ms",
+            out["dashboard_p99_ms"] <= DASHBOARD_P99_MS,
+        ),
+    ]
+
+
+def child(spec: dict) -> dict:
+    """One serving_build (and optionally a publish) in this fresh process: time and peak RSS."""
+    import duckdb
+
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{spec['ext']}'")
+    t = time.perf_counter()
+    row = con.execute("SELECT mart_rows, fct_rows FROM serving_build(?)", [spec["source"]]).fetchone()
+    took = time.perf_counter() - t
+    mart = con.execute("SELECT count(*), sum(revenue)::VARCHAR FROM mart_daily").fetchone()
+    if spec.get("publish"):
+        con.execute("SELECT * FROM serving_publish(?)", [spec["publish"]]).fetchall()
+    from bench_scale import peak_rss_mb
+
+    return {"seconds": took, "mart_rows": row[0], "orders": row[1], "mart": list(mart), "rss_mb": peak_rss_mb()}
+
+
+def run_child(spec: dict) -> dict:
+    p = subprocess.run(
+        [sys.executable, __file__, spec["ext"], "--child", json.dumps(spec)], capture_output=True, text=True
+    )
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr[-3000:])
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def replica(ext: str, quick: bool) -> list:
+    from bench_scale import dataset
+
+    sizes = [100_000, 1_000_000] if quick else [1_000_000, 10_000_000]
+    repeat = 1 if quick else 3
+    results = {}
+    for rows in sizes:
+        data, _meta, _cached = dataset(rows)
+        fact = "paimon:" + str(data / "wh" / "db.db" / "orders")
+        mart_dir = data / "mart"
+        shutil.rmtree(mart_dir, ignore_errors=True)
+        facts = [
+            run_child({"ext": ext, "source": fact, "publish": f"paimon:{mart_dir}" if i == 0 else None})
+            for i in range(repeat)
+        ]
+        reps = [run_child({"ext": ext, "source": f"paimon:{mart_dir}"}) for _ in range(repeat)]
+        if reps[0]["mart"] != facts[0]["mart"] or reps[0]["orders"] != facts[0]["orders"]:
+            print(f"  replica at {rows:,}: the replica's mart differs from the fact build's FAILED", flush=True)
+        f_s = statistics.median(r["seconds"] for r in facts)
+        r_s = statistics.median(r["seconds"] for r in reps)
+        f_rss = statistics.median(r["rss_mb"] for r in facts)
+        r_rss = statistics.median(r["rss_mb"] for r in reps)
+        results[rows] = (f_s, r_s, f_rss, r_rss, reps[0]["mart_rows"])
+        print(
+            f"  {rows:>11,} orders, {reps[0]['mart_rows']:,} groups: fact build {f_s * 1e3:8.0f} ms "
+            f"(peak RSS {f_rss:5.0f} MB)   replica build {r_s * 1e3:6.0f} ms (peak RSS {r_rss:5.0f} MB)   "
+            f"replica/fact time {r_s / f_s:.3f}x",
+            flush=True,
+        )
+    small, big = (results[s] for s in sizes)
+    apart = abs(big[3] - small[3]) / small[3]
+    same_mart = small[4] == big[4]
+    print(
+        f"  replica peak RSS {small[3]:.0f} MB ({sizes[0]:,}) vs {big[3]:.0f} MB ({sizes[1]:,}); "
+        f"same-sized mart: {same_mart}",
+        flush=True,
+    )
+    return [
+        (
+            f"replica RSS {sizes[0] // 10**6 or sizes[0]}M vs {sizes[1] // 10**6}M fact",
+            f"{apart * 100:.1f}% apart",
+            f"< {RSS_APART * 100:.0f}% apart",
+            apart < RSS_APART,
+        ),
+        (f"replica build vs fact build ({sizes[1]:,})", f"{big[1] / big[0]:.3f}x", "(reported)", True),
+    ]
+
+
+def publish(ext: str, quick: bool) -> list:
+    import duckdb
+
+    days = 365 if quick else 3650
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{ext}'")
+    con.execute(
+        f"CREATE TABLE src AS SELECT i AS order_id, 'company_' || (i % 50) AS company, "
+        f"DATE '2016-01-01' + ((i // 50) % {days})::INT AS order_day, (hash(i) % 1000)::BIGINT AS revenue "
+        f"FROM range({50 * days * 10}) t(i)"
+    )
+    con.execute("SELECT * FROM serving_build('src')").fetchall()
+    groups = con.execute("SELECT count(*) FROM mart_daily").fetchone()[0]
+    with tempfile.TemporaryDirectory() as d:
+        target = f"paimon:{d}/mart"
+        first = con.execute("SELECT elapsed_ms, upserted FROM serving_publish(?)", [target]).fetchone()
+        print(f"  first publish: {first[1]:,} groups in {first[0]:.0f} ms", flush=True)
+        rows = []
+        next_id = 10**9
+        for k in [10, 1_000, 10_000, 100_000]:
+            if k > groups:
+                continue
+            times = []
+            for _ in range(3):
+                # k new orders, one in each of k distinct groups: exactly k groups move.
+                con.execute(
+                    f"CREATE OR REPLACE TABLE changes AS SELECT {next_id} + i AS order_id, 'company_' || (i % 50) AS company, "
+                    f"DATE '2016-01-01' + ((i // 50) % {days})::INT AS order_day, 1::BIGINT AS revenue "
+                    f"FROM range({k}) t(i)"
+                )
+                next_id += k
+                con.execute("SELECT * FROM serving_refresh('changes')").fetchall()
+                ms, up, dele = con.execute(
+                    "SELECT elapsed_ms, upserted, deleted FROM serving_publish(?)", [target]
+                ).fetchone()
+                if (up, dele) != (k, 0):
+                    print(f"  publish of {k} changed groups committed {up} + {dele} FAILED", flush=True)
+                times.append(ms)
+            med = statistics.median(times)
+            rows.append((k, med))
+            print(
+                f"  {k:>7,} changed groups: publish median {med:8.1f} ms   ({med / first[0]:.3f}x the first publish)",
+                flush=True,
+            )
+    return [
+        (f"publish {k:,} of {groups:,} groups", f"{ms:.1f} ms", "(reported: grows with the change)", True)
+        for k, ms in rows
+    ]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("extension")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="load,replica,publish")
+    ap.add_argument("--child")
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return 0
+    ext = str(Path(args.extension).resolve())
+    targets = []
+    print("== bench_scaleout: beyond one machine (issue 19)", flush=True)
+    for part in args.only.split(","):
+        print(f"-- {part}", flush=True)
+        targets += {"load": load, "replica": replica, "publish": publish}[part](ext, args.quick)
+    print("== issue 19 targets", flush=True)
+    w = max(len(t[0]) for t in targets)
+    for name, measured, target, ok in targets:
+        print(f"  {name:<{w}}  {measured:<18} target {target:<36} {verdict(ok)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
