@@ -119,7 +119,8 @@ bench: release venv
 	set -o pipefail; { $(PY) bench/bench.py build/release/$(EXT) && \
 	  $(PY) bench/bench_lake.py build/release/$(EXT) && \
 	  $(PY) bench/bench_live.py build/release/$(EXT) && \
-	  $(PY) bench/bench_scale.py build/release/$(EXT); } 2>&1 | tee build/bench.log
+	  $(PY) bench/bench_scale.py build/release/$(EXT) && \
+	  $(PY) bench/bench_scaleout.py build/release/$(EXT); } 2>&1 | tee build/bench.log
 	$(PY) bench/summary.py build/bench.log
 
 bench-strict: bench

@@ -64,6 +64,13 @@ def load(ext: str, quick: bool) -> list:
         flush=True,
     )
     if not converged:
+        for n, r in enumerate(out["replicas"]):
+            clock = max((int(v) for v in r["seen"]), default=0)
+            print(
+                f"  replica {n}: mart equal {r['mart'] == out['oracle']}, clock {clock}/{out['commits']}, "
+                f"{len(r['mart'])} groups, last_error {r['last_error']}",
+                flush=True,
+            )
         print("  replicas at load: a replica did not converge FAILED", flush=True)
     return [
         (

@@ -460,6 +460,12 @@ impl LakeTable {
         Ok(snapshot.time_millis() as i64)
     }
 
+    /// The commit kind of snapshot `id` (`Append`, `Compact`, `Overwrite`, ...).
+    pub fn commit_kind(&self, id: i64) -> Result<String> {
+        let snapshot = self.place.block_on(self.remote, self.table.snapshot_manager().get_snapshot(id))?;
+        Ok(format!("{:?}", snapshot.commit_kind()))
+    }
+
     pub fn snapshots(&self) -> Result<Vec<SnapshotInfo>> {
         let list = self.place.block_on(self.remote, self.table.snapshot_manager().list_all())?;
         Ok(list

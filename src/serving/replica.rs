@@ -2,8 +2,10 @@
 //! order_day, revenue, orders`, primary key `(company, order_day)`, as `paimon_mart_ddl` makes it
 //! and a Ray job, a Flink job or another streamhouse fills it — holds `mart_daily` and the group
 //! counts only, never `fct_orders`: its memory grows with the mart, not with the fact. The
-//! dashboard reads it exactly as in fact mode. Following such a table replaces the mart with the
-//! new snapshot's in one transaction (readers see the old or the new mart, never a mix).
+//! dashboard reads it exactly as in fact mode. Following such a table applies each new
+//! snapshot in one transaction (readers see the old or the new mart, never a mix): the changed
+//! groups only, from the snapshots' changes, when they are plain appends (what a publisher or a
+//! streaming job commits); the whole snapshot when one of them overwrote the table.
 //!
 //! The mode is recorded in `serving_meta.mode` ('fact' or 'mart'); a layer built by an older
 //! release has no such column and is a fact layer. A fact layer whose `fct_orders` a user
@@ -278,24 +280,133 @@ pub fn build(
     })
 }
 
-/// A follower's apply on a replica: the mart table's latest snapshot, if newer than the one
-/// served, replaces the mart in one transaction. Returns the snapshot applied.
+/// At most this many snapshots are applied change by change; further behind, one full read
+/// of the table is cheaper.
+const MAX_INCREMENTAL: i64 = 64;
+/// Where an incremental apply stages the changed rows of the mart table, in arrival order.
+const CHANGES: &str = "__sh_mart_changes";
+/// The keys an incremental apply touches (upserted or deleted).
+const KEYS: &str = "__sh_mart_keys";
+
+/// Whether snapshots `served+1..=latest` can be applied from their changes: only appends (and
+/// compactions, which change no row); an OVERWRITE (a rewrite, a Ray job) drops rows its changes
+/// do not list, so it needs a full read.
+fn incremental(table: &LakeTable, served: i64, latest: i64) -> Result<bool> {
+    if latest - served > MAX_INCREMENTAL {
+        return Ok(false);
+    }
+    for id in served + 1..=latest {
+        let kind = table.commit_kind(id)?;
+        if !kind.eq_ignore_ascii_case("append") && !kind.eq_ignore_ascii_case("compact") {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Stages the net effect of snapshots `from..=to` on each group: the last row written for a key
+/// wins (the mart table's deduplicate merge engine, in commit order); upserts into the stage
+/// (checked like a full read), every touched key into `KEYS`.
+fn stage_changes(conn: &Connection, raw: &str, table: &LakeTable, from: i64, to: i64) -> Result<()> {
+    let failed = |e: duckdb::Error| Error::duckdb(format!("serving: staging the changes of the mart table '{raw}'"), &e);
+    let mut first = true;
+    for item in table.changes(from, to) {
+        let (_, batch) = item?;
+        if first {
+            let cols = batch
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| format!("{} {}", quote::ident(f.name()), layer::duckdb_type_name(f.data_type())))
+                .collect::<Vec<_>>()
+                .join(", ");
+            conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {CHANGES} ({cols})")).map_err(failed)?;
+            first = false;
+        }
+        let mut appender = conn.appender(CHANGES).map_err(failed)?;
+        appender.append_record_batch(batch).map_err(failed)?;
+        appender.flush().map_err(failed)?;
+    }
+    if first {
+        conn.execute_batch(&format!(
+            "CREATE OR REPLACE TEMP TABLE {STAGE} (company VARCHAR, order_day DATE, revenue HUGEINT, orders BIGINT); \
+             CREATE OR REPLACE TEMP TABLE {KEYS} (company VARCHAR, order_day DATE)"
+        ))
+        .map_err(failed)?;
+        return Ok(());
+    }
+    // A temp table's rowid is its insertion order: the order the changes were committed in.
+    conn.execute_batch(&format!(
+        "CREATE OR REPLACE TEMP TABLE {KEYS} AS SELECT DISTINCT company, order_day FROM {CHANGES}; \
+         CREATE OR REPLACE TEMP TABLE {STAGE} (company VARCHAR, order_day DATE, revenue HUGEINT, orders BIGINT); \
+         INSERT INTO {STAGE} SELECT company, order_day, revenue, orders FROM ( \
+             SELECT *, row_number() OVER (PARTITION BY company, order_day ORDER BY rowid DESC) AS latest \
+             FROM {CHANGES}) WHERE latest = 1 AND rowkind IN ('+I', '+U'); \
+         DROP TABLE {CHANGES}"
+    ))
+    .map_err(|e| Error::BadRow {
+        source: raw.into(),
+        problem: format!(
+            "a changed value does not convert to the mart's types ({})",
+            crate::core::error::clean_duckdb_message(&e)
+        ),
+    })?;
+    check_rows(conn, raw)
+}
+
+/// Moves the mart and counts at `place` by the staged changes (the caller owns the transaction).
+fn merge_changes(conn: &Connection, place: &Place) -> Result<()> {
+    let (mart, counts) = (place.of(MART), place.of(COUNTS));
+    conn.execute_batch(&format!(
+        "DELETE FROM {mart} WHERE (company, order_day) IN (SELECT company, order_day FROM {KEYS}); \
+         INSERT INTO {mart} SELECT company, order_day, revenue FROM {STAGE} ORDER BY company, order_day; \
+         CREATE OR REPLACE TEMP TABLE __sh_mart_counts_next AS \
+             SELECT company, list(order_day ORDER BY order_day) AS order_days, list(orders ORDER BY order_day) AS orders \
+             FROM (SELECT * FROM ({counts_rows}) c WHERE company IN (SELECT company FROM {KEYS}) \
+                     AND (company, order_day) NOT IN (SELECT company, order_day FROM {KEYS}) \
+                   UNION ALL SELECT company, order_day, orders FROM {STAGE}) \
+             GROUP BY company; \
+         DELETE FROM {counts} WHERE company IN (SELECT company FROM {KEYS}); \
+         INSERT INTO {counts} SELECT * FROM __sh_mart_counts_next ORDER BY company; \
+         DROP TABLE __sh_mart_counts_next",
+        counts_rows = schema::counts_rows(&counts),
+    ))
+    .map_err(|e| Error::duckdb("serving_follow: applying the mart's changes", &e))
+}
+
+/// A follower's apply on a replica: the mart table's snapshots after the one served, applied in
+/// one transaction — their changed groups only when they are plain appends, else the latest
+/// snapshot read whole. Returns the snapshot applied.
 pub fn apply(conn: &Connection, raw: &str, path: &str, access: &Access, served: Option<i64>) -> Result<Option<i64>> {
     let table = LakeTable::open("serving_follow", path, access)?;
-    let latest = table.latest_snapshot()?;
-    if latest.is_none() || latest <= served {
+    let Some(latest) = table.latest_snapshot()? else { return Ok(None) };
+    if served.is_some_and(|s| latest <= s) {
         return Ok(None);
     }
-    let snapshot = stage(conn, raw, &table)?;
+    let by_changes = match served {
+        Some(s) => incremental(&table, s, latest)?,
+        None => false,
+    };
+    let snapshot = if by_changes {
+        stage_changes(conn, raw, &table, served.expect("checked") + 1, latest)?;
+        Some(latest)
+    } else {
+        stage(conn, raw, &table)?
+    };
     let mut tx = Transaction::new();
     let done = tx.run(conn, || {
         let place = layer::current_place(conn)?;
-        install(conn, &place)?;
+        if by_changes {
+            merge_changes(conn, &place)?;
+        } else {
+            install(conn, &place)?;
+        }
         conn.execute(
             &format!(
                 "UPDATE {} SET refreshed_at = make_timestamp(?), refresh_source = source, refreshes = refreshes + 1, \
-                 lake_snapshot = ?, fct_rows = (SELECT coalesce(sum(orders), 0) FROM {STAGE}), generation = ?",
-                place.of(META)
+                 lake_snapshot = ?, fct_rows = (SELECT coalesce(sum(list_sum(orders)), 0) FROM {}), generation = ?",
+                place.of(META),
+                place.of(COUNTS)
             ),
             duckdb::params![layer::now_micros(), snapshot, crate::serving::handoff::random_token()],
         )

@@ -196,6 +196,11 @@ def test_follow_publishes_after_every_apply_and_replicas_follow_the_mart(fact):
             want = oracle_mart(merged_after("deduplicate", commits[: k + 1]))
             wait_for(lambda w=want: published(wh, "mart_pub") == w, 30, f"commit {k} published")
             wait_for(lambda w=want: local_mart(replica) == w, 30, f"commit {k} on the replica")
+        # The replica applied the publishes' changed groups, not whole snapshots: rows were
+        # deleted and inserted in place (a whole-snapshot apply recreates the table: rowids 0..n-1).
+        rowids, n = replica.execute("SELECT max(rowid), count(*) FROM mart_daily").fetchone()
+        assert rowids >= n, "the replica reloaded the whole mart instead of applying the changed groups"
+        assert status_dict(replica)["last_error"] is None
         s = status_dict(primary)
         assert s["published_to"] == target and s["last_error"] is None, s
         assert s["published_snapshot"] == max(

@@ -57,6 +57,16 @@ def primary(spec: dict) -> None:
     print(json.dumps({"ready": True}), flush=True)
     while not stopped(spec):
         time.sleep(0.05)
+    # Not before the last commit is applied and published (the replicas wait for it).
+    commits = int(Path(spec["stop"]).read_text())
+    deadline = time.time() + spec["settle_s"]
+    while time.time() < deadline:
+        row = con.execute("SELECT revenue FROM serving_dashboard(?)", [CLOCK]).fetchone()
+        published = con.execute("SELECT published_snapshot FROM serving_status()").fetchone()[0]
+        latest = con.execute("SELECT max(snapshot_id) FROM paimon_snapshots(?)", [spec["mart"]]).fetchone()[0]
+        if row and int(row[0]) >= commits and published is not None and published == latest:
+            break
+        time.sleep(0.05)
     s = con.execute("SELECT last_error, published_snapshot FROM serving_status()").fetchone()
     con.execute("SELECT * FROM serving_unfollow()").fetchall()
     print(json.dumps({"last_error": s[0], "published_snapshot": s[1]}), flush=True)
