@@ -308,7 +308,8 @@ fn incremental(table: &LakeTable, served: i64, latest: i64) -> Result<bool> {
 /// wins (the mart table's deduplicate merge engine, in commit order); upserts into the stage
 /// (checked like a full read), every touched key into `KEYS`.
 fn stage_changes(conn: &Connection, raw: &str, table: &LakeTable, from: i64, to: i64) -> Result<()> {
-    let failed = |e: duckdb::Error| Error::duckdb(format!("serving: staging the changes of the mart table '{raw}'"), &e);
+    let failed =
+        |e: duckdb::Error| Error::duckdb(format!("serving: staging the changes of the mart table '{raw}'"), &e);
     let mut first = true;
     for item in table.changes(from, to) {
         let (_, batch) = item?;
