@@ -25,6 +25,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from conftest import connect
+from support import lake_util
 from support.lake_util import Warehouse, oracle_deduplicate, oracle_partial_update
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -182,13 +183,7 @@ def mart_oracle(merged: list[dict]) -> dict:
 
 
 def read_mart(wh: Warehouse, name: str) -> dict:
-    """pypaimon's own batch read of the mart table: {(company, day): (revenue, orders)}."""
-    table = wh.catalog.get_table(f"db.{name}")
-    rb = table.new_read_builder()
-    rows = rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist()
-    out = {(r["company"], r["order_day"]): (int(r["revenue"]), r["orders"]) for r in rows}
-    assert len(out) == len(rows), "the mart holds a (company, order_day) twice"
-    return out
+    return lake_util.read_mart(wh.catalog, name)
 
 
 def latest(wh: Warehouse, name: str):

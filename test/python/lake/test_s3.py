@@ -36,7 +36,7 @@ import pyarrow as pa
 import pytest
 from conftest import connect, gen_rows, oracle, oracle_summary, sql_literal
 from pypaimon import CatalogFactory
-from support.lake_util import LakeTable, canon, create_table
+from support.lake_util import LakeTable, canon, create_table, read_mart
 
 # The S3 server runs as its own process, from its file.
 S3_SERVER = Path(__file__).resolve().parents[1] / "support" / "s3_server.py"
@@ -763,12 +763,7 @@ def mart_oracle(rows) -> dict:
 
 def s3_mart(s3: S3, table: str) -> dict:
     """The published mart table as pypaimon reads it from the bucket."""
-    t = s3.catalog.get_table(f"db.{table}")
-    rb = t.new_read_builder()
-    return {
-        (r["company"], r["order_day"]): (int(r["revenue"]), r["orders"])
-        for r in rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist()
-    }
+    return read_mart(s3.catalog, table)
 
 
 def test_publish_to_s3_and_a_replica_serves_it(s3):

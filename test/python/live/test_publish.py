@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from conftest import connect
-from support.lake_util import Warehouse
+from support.lake_util import Warehouse, read_mart
 from support.live_util import (
     COMPANIES,
     create_orders,
@@ -51,12 +51,7 @@ def oracle_changes(old: dict, new: dict) -> tuple[int, int]:
 
 def published(wh: Warehouse, name: str) -> dict:
     """The mart table as pypaimon reads it."""
-    t = wh.catalog.get_table(f"db.{name}")
-    rb = t.new_read_builder()
-    rows = rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist()
-    out = {(r["company"], r["order_day"]): (int(r["revenue"]), r["orders"]) for r in rows}
-    assert len(out) == len(rows), "the mart table holds a group twice"
-    return out
+    return read_mart(wh.catalog, name)
 
 
 def snapshot_file(wh: Warehouse, name: str, snapshot: int) -> dict:

@@ -42,6 +42,17 @@ class LakeTable:
         return rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist()
 
 
+def read_mart(catalog, name: str) -> dict:
+    """pypaimon's own batch read of a mart table `db.<name>` in `catalog` (the independent reader):
+    {(company, order_day): (revenue, orders)}; a group listed twice fails."""
+    table = catalog.get_table(f"db.{name}")
+    rb = table.new_read_builder()
+    rows = rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist()
+    out = {(r["company"], r["order_day"]): (int(r["revenue"]), r["orders"]) for r in rows}
+    assert len(out) == len(rows), f"the mart table {name} holds a (company, order_day) twice"
+    return out
+
+
 def writes(commits: list[list[dict]]) -> list[dict]:
     return [row for rows in commits for row in rows]
 
