@@ -52,11 +52,24 @@ pub struct DayArg {
     pub text: String,
 }
 
-/// Which relation a statement reads: the rollup (what is served) or the fact (the oracle).
+/// Which relation a statement reads: the rollup (what is served), the fact (the oracle), or
+/// another table of the rollup's shape (one row per company and day: a lake fact aggregated
+/// while streaming, for `serving_olap(..., fact := ...)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Relation {
     Mart,
     Fact,
+    Rollup(&'static str),
+}
+
+impl Relation {
+    fn table(self) -> &'static str {
+        match self {
+            Relation::Mart => MART,
+            Relation::Fact => FACT,
+            Relation::Rollup(table) => table,
+        }
+    }
 }
 
 /// One dashboard question, checked. `Default` is the whole history by day, every row.
@@ -132,16 +145,15 @@ impl DashboardQuery {
         let limit = self.top.map_or(String::new(), |_| format!(" LIMIT ${}", n + 1));
         let body = match (source, self.grain) {
             // The mart already holds one row per (company, day): a lookup, no aggregation.
-            (Relation::Mart, Grain::Day) => format!("SELECT order_day, revenue FROM {MART} WHERE {filter}"),
+            (Relation::Mart | Relation::Rollup(_), Grain::Day) => {
+                format!("SELECT order_day, revenue FROM {} WHERE {filter}", source.table())
+            }
             (Relation::Fact, Grain::Day) => format!(
                 "SELECT order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue FROM {FACT} WHERE {filter} \
                  GROUP BY order_day"
             ),
             (source, grain) => {
-                let table = match source {
-                    Relation::Mart => MART,
-                    Relation::Fact => FACT,
-                };
+                let table = source.table();
                 // date_trunc gives a TIMESTAMP; the column stays a DATE. ORDER BY below names the
                 // select list's `order_day`, the period, not the table's column.
                 let period = format!("CAST(date_trunc('{}', order_day) AS DATE)", grain.name());

@@ -1,8 +1,11 @@
-//! `serving_olap(company VARCHAR [, top, from_day, to_day, grain])`: the dashboard's answer to
-//! the same question aggregated straight from fct_orders, the reconciliation oracle for the mart.
+//! `serving_olap(company VARCHAR [, top, from_day, to_day, grain] [, fact := VARCHAR]
+//! [, options := MAP])`: the dashboard's answer to the same question aggregated straight from
+//! fct_orders, the reconciliation oracle for the mart; with `fact :=`, from that Paimon fact
+//! table, aggregated while it streams (how a mart-only replica asks the oracle).
 
 use duckdb::Connection;
 
+use super::glue::rows::Ctx;
 use super::glue::table::CompanyFunction;
 use crate::core::dashboard::DashboardQuery;
 use crate::core::error::Result;
@@ -12,7 +15,17 @@ pub struct ServingOlap;
 
 impl CompanyFunction for ServingOlap {
     const NAME: &'static str = "serving_olap";
+    const LAKE_FACT: bool = true;
     fn query(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue> {
         crate::serving::olap(conn, company, query)
+    }
+    fn query_call(ctx: &Ctx) -> Result<DayRevenue> {
+        match ctx.call.named.first().cloned().flatten() {
+            Some(fact) => {
+                let access = ctx.db.lake_access(&ctx.call.access, &fact);
+                crate::serving::replica::olap_from_lake(ctx.conn, &ctx.call.arg, &ctx.call.dashboard, &fact, &access)
+            }
+            None => Self::query(ctx.conn, &ctx.call.arg, &ctx.call.dashboard),
+        }
     }
 }

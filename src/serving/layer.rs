@@ -685,6 +685,17 @@ pub fn olap(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<
     per_company(conn, "serving_olap", &query.olap_sql(), company, query)
 }
 
+/// The dashboard's question asked of `relation` (a table of the rollup's shape).
+pub fn per_company_of(
+    conn: &Connection,
+    function: &'static str,
+    relation: crate::core::dashboard::Relation,
+    company: &str,
+    query: &DashboardQuery,
+) -> Result<DayRevenue> {
+    per_company(conn, function, &query.sql(relation), company, query)
+}
+
 /// The physical plan of exactly the dashboard statement of `query`'s shape, with its values bound.
 pub fn explain(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<Vec<(String, String)>> {
     let sql = format!("EXPLAIN {}", query.dashboard_sql());

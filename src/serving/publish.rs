@@ -179,19 +179,23 @@ fn columns(b: &RecordBatch) -> Result<Columns<'_>> {
     ))
 }
 
-/// The rows of a commit: upserts as they are now, deletes as they were (Paimon deletes by key).
-fn rows(upserts: &[Group<'_>], deletes: &[Group<'_>]) -> Result<(RecordBatch, Vec<RowKind>)> {
-    let all: Vec<&Group<'_>> = upserts.iter().chain(deletes).collect();
-    let revenue = Decimal128Array::from(all.iter().map(|g| g.revenue).collect::<Vec<_>>())
+/// Mart groups as one Arrow batch of the mart table's columns.
+pub fn mart_batch(groups: &[Group<'_>]) -> Result<RecordBatch> {
+    let revenue = Decimal128Array::from(groups.iter().map(|g| g.revenue).collect::<Vec<_>>())
         .with_precision_and_scale(38, 0)
         .map_err(|e| Error::internal(FUNCTION, e.to_string()))?;
     let columns: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from(all.iter().map(|g| g.company).collect::<Vec<_>>())),
-        Arc::new(Date32Array::from(all.iter().map(|g| g.day).collect::<Vec<_>>())),
+        Arc::new(StringArray::from(groups.iter().map(|g| g.company).collect::<Vec<_>>())),
+        Arc::new(Date32Array::from(groups.iter().map(|g| g.day).collect::<Vec<_>>())),
         Arc::new(revenue),
-        Arc::new(Int64Array::from(all.iter().map(|g| g.orders).collect::<Vec<_>>())),
+        Arc::new(Int64Array::from(groups.iter().map(|g| g.orders).collect::<Vec<_>>())),
     ];
-    let batch = RecordBatch::try_new(schema(), columns).map_err(|e| Error::internal(FUNCTION, e.to_string()))?;
+    RecordBatch::try_new(schema(), columns).map_err(|e| Error::internal(FUNCTION, e.to_string()))
+}
+
+/// The rows of a commit: upserts as they are now, deletes as they were (Paimon deletes by key).
+fn rows(upserts: &[Group<'_>], deletes: &[Group<'_>]) -> Result<(RecordBatch, Vec<RowKind>)> {
+    let batch = mart_batch(&[upserts, deletes].concat())?;
     let kinds = std::iter::repeat_n(RowKind::Upsert, upserts.len())
         .chain(std::iter::repeat_n(RowKind::Delete, deletes.len()))
         .collect();

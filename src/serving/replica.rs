@@ -429,12 +429,13 @@ pub fn apply(conn: &Connection, raw: &str, path: &str, access: &Access, served: 
 /// The mart of a Paimon fact table's merged state (latest snapshot), aggregated while its
 /// batches stream past: memory grows with the groups, never with the fact. The fact's columns
 /// are checked against the serving contract as a build checks them; a NULL company, day or
-/// revenue is refused naming the source.
+/// revenue is refused naming the source. With `only`, the groups of that company alone.
 pub fn lake_fact_mart(
     conn: &Connection,
     function: &'static str,
     raw: &str,
     access: &Access,
+    only: Option<&str>,
 ) -> Result<(Mart, Option<i64>)> {
     let path = match Origin::of(raw, &access.sandbox)? {
         Origin::Lake(path) => path,
@@ -456,7 +457,8 @@ pub fn lake_fact_mart(
     let scan = table.scan(None, None, Some(projection))?;
     let snapshot = scan.snapshot;
     let threads = layer::reader_threads(conn);
-    let mut sums: HashMap<(String, i32), (i128, i64)> = HashMap::new();
+    // Per company, per day: looked up by the row's &str, so a row allocates nothing.
+    let mut sums: HashMap<String, HashMap<i32, (i128, i64)>> = HashMap::new();
     let bad = |problem: String| Error::BadRow { source: raw.into(), problem };
     for batch in scan.stream(threads) {
         let batch = batch?;
@@ -478,13 +480,23 @@ pub fn lake_fact_mart(
                         .expect("one is NULL")]
                 )));
             }
-            let cell = sums.entry((company.value(i).to_string(), day.value(i))).or_default();
+            let name = company.value(i);
+            if only.is_some_and(|o| o != name) {
+                continue;
+            }
+            let days = match sums.get_mut(name) {
+                Some(days) => days,
+                None => sums.entry(name.to_string()).or_default(),
+            };
+            let cell = days.entry(day.value(i)).or_default();
             cell.0 += revenue.value(i);
             cell.1 += 1;
         }
     }
-    let groups: Vec<Group<'_>> =
-        sums.iter().map(|((c, d), (r, n))| Group { company: c, day: *d, revenue: *r, orders: *n }).collect();
+    let groups: Vec<Group<'_>> = sums
+        .iter()
+        .flat_map(|(c, days)| days.iter().map(move |(d, (r, n))| Group { company: c, day: *d, revenue: *r, orders: *n }))
+        .collect();
     Ok((Mart::from_groups(&groups), snapshot))
 }
 
@@ -500,7 +512,7 @@ pub fn reconcile_against(conn: &Connection, fact: &str, access: &Access) -> Resu
     let generation: Option<i64> = conn
         .query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get(0))
         .map_err(|e| layer::not_built("serving_reconcile", e))?;
-    let (fresh, _snapshot) = lake_fact_mart(conn, "serving_reconcile", fact, access)?;
+    let (fresh, _snapshot) = lake_fact_mart(conn, "serving_reconcile", fact, access, None)?;
     let side = |name: &str, groups: Vec<Group<'_>>| -> Vec<Difference> {
         groups
             .into_iter()
@@ -517,4 +529,33 @@ pub fn reconcile_against(conn: &Connection, fact: &str, access: &Access) -> Resu
     diffs.extend(side("fact_only", fresh.changes_since(&served).upserts));
     diffs.sort_by(|a, b| (&a.company, a.order_day, &a.side).cmp(&(&b.company, b.order_day, &b.side)));
     Ok((diffs, generation))
+}
+
+/// Where `olap_from_lake` stages one company's groups (a temp table of the reader's connection).
+const OLAP_STAGE: &str = "__sh_olap_lake";
+
+/// `serving_olap(company, fact := ...)`: the dashboard's question answered from the Paimon fact
+/// table itself, aggregated while streaming it (one company's groups kept), then asked with the
+/// dashboard's own statement over those groups.
+pub fn olap_from_lake(
+    conn: &Connection,
+    company: &str,
+    query: &crate::core::dashboard::DashboardQuery,
+    fact: &str,
+    access: &Access,
+) -> Result<layer::DayRevenue> {
+    let (mart, _) = lake_fact_mart(conn, "serving_olap", fact, access, Some(company))?;
+    let failed = |e: duckdb::Error| Error::duckdb("serving_olap: staging the lake fact's groups", &e);
+    conn.execute_batch(&format!(
+        "CREATE OR REPLACE TEMP TABLE {OLAP_STAGE} (company VARCHAR, order_day DATE, revenue DECIMAL(38, 0), \
+         orders BIGINT)"
+    ))
+    .map_err(failed)?;
+    let groups: Vec<Group<'_>> = mart.groups().collect();
+    if !groups.is_empty() {
+        let mut appender = conn.appender(OLAP_STAGE).map_err(failed)?;
+        appender.append_record_batch(crate::serving::publish::mart_batch(&groups)?).map_err(failed)?;
+        appender.flush().map_err(failed)?;
+    }
+    layer::per_company_of(conn, "serving_olap", crate::core::dashboard::Relation::Rollup(OLAP_STAGE), company, query)
 }

@@ -51,8 +51,17 @@ pub trait RowsFunction {
 /// It takes the dashboard's named parameters.
 pub trait CompanyFunction {
     const NAME: &'static str;
+    /// Whether it also takes `fact := VARCHAR` (a Paimon fact table) and `options := MAP`.
+    const LAKE_FACT: bool = false;
     fn query(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue>;
+    /// The rows for one call (`query` unless the function looks at more of the call).
+    fn query_call(ctx: &Ctx) -> Result<DayRevenue> {
+        Self::query(ctx.conn, &ctx.call.arg, &ctx.call.dashboard)
+    }
 }
+
+/// The named parameter of a `LAKE_FACT` function.
+const FACT: &str = "fact";
 
 pub struct Table<F>(PhantomData<F>);
 pub struct PerCompany<F>(PhantomData<F>);
@@ -130,15 +139,17 @@ impl<F: CompanyFunction> VTab for PerCompany<F> {
             rows::declare(bind, &rows::DAY_REVENUE);
             let mut call = rows::bind_call(bind, F::NAME, Some("company"))?;
             call.dashboard = dashboard_args::bind(bind, F::NAME)?;
+            if F::LAKE_FACT {
+                call.named = vec![bind.get_named_parameter(FACT).filter(|v| !v.is_null()).map(|v| v.to_string())];
+                call.access.options = lake_batches::options_param(bind, F::NAME)?;
+            }
             Ok(call)
         })
     }
 
     fn init(init: &InitInfo) -> std::result::Result<DayRevenueRows, Box<dyn std::error::Error>> {
         super::guarded(|| {
-            Ok(DayRevenueRows::new(rows::run(init, F::NAME, |ctx| {
-                F::query(ctx.conn, &ctx.call.arg, &ctx.call.dashboard)
-            })?))
+            Ok(DayRevenueRows::new(rows::run(init, F::NAME, F::query_call)?))
         })
     }
 
@@ -157,6 +168,11 @@ impl<F: CompanyFunction> VTab for PerCompany<F> {
     }
 
     fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
-        Some(dashboard_args::declare())
+        let mut named = dashboard_args::declare();
+        if F::LAKE_FACT {
+            named.push((FACT.to_string(), rows::type_handle(&LogicalTypeId::Varchar)));
+            named.push((lake_batches::OPTIONS.to_string(), lake_batches::options_type()));
+        }
+        Some(named)
     }
 }
