@@ -495,7 +495,9 @@ pub fn lake_fact_mart(
     }
     let groups: Vec<Group<'_>> = sums
         .iter()
-        .flat_map(|(c, days)| days.iter().map(move |(d, (r, n))| Group { company: c, day: *d, revenue: *r, orders: *n }))
+        .flat_map(|(c, days)| {
+            days.iter().map(move |(d, (r, n))| Group { company: c, day: *d, revenue: *r, orders: *n })
+        })
         .collect();
     Ok((Mart::from_groups(&groups), snapshot))
 }
@@ -557,5 +559,14 @@ pub fn olap_from_lake(
         appender.append_record_batch(crate::serving::publish::mart_batch(&groups)?).map_err(failed)?;
         appender.flush().map_err(failed)?;
     }
-    layer::per_company_of(conn, "serving_olap", crate::core::dashboard::Relation::Rollup(OLAP_STAGE), company, query)
+    let answer = layer::per_company_of(
+        conn,
+        "serving_olap",
+        crate::core::dashboard::Relation::Rollup(OLAP_STAGE),
+        company,
+        query,
+    );
+    // The groups are the answer's input only: a long-lived session keeps none of them.
+    conn.execute_batch(&format!("DROP TABLE IF EXISTS {OLAP_STAGE}")).map_err(failed)?;
+    answer
 }

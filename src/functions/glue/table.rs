@@ -148,9 +148,7 @@ impl<F: CompanyFunction> VTab for PerCompany<F> {
     }
 
     fn init(init: &InitInfo) -> std::result::Result<DayRevenueRows, Box<dyn std::error::Error>> {
-        super::guarded(|| {
-            Ok(DayRevenueRows::new(rows::run(init, F::NAME, F::query_call)?))
-        })
+        super::guarded(|| Ok(DayRevenueRows::new(rows::run(init, F::NAME, F::query_call)?)))
     }
 
     fn func(

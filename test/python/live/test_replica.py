@@ -16,6 +16,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 from conftest import connect
+from support.dashboard_oracle import expected
 from support.lake_util import Warehouse
 from support.live_util import COMPANIES, create_orders, lake_source, merged_after, random_lake_commits, wait_for
 
@@ -254,3 +255,41 @@ def test_reconcile_with_fact_checks_a_replica_against_the_lake_fact(lake):
     with pytest.raises(Exception) as e:
         replica.execute("SELECT * FROM serving_reconcile(fact := ?)", [lake_source(wh, "mart_daily")]).fetchall()
     assert "has no column 'order_id'" in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("grain", ["day", "week", "month", "quarter", "year"])
+def test_olap_with_fact_answers_from_the_lake_fact_on_a_replica(lake, grain):
+    """`serving_olap(c, fact := ...)` on a mart-only replica aggregates the lake fact while
+    streaming it: the oracle is the plain-Python dashboard of the merged fact, for every grain,
+    with and without a window and top; the replica's own tables are untouched."""
+    wh, _fact, _mart_table, merged, mart = lake
+    replica = connect()
+    replica.execute("SELECT * FROM serving_build(?)", [lake_source(wh, "mart_daily")])
+    source = lake_source(wh, "fct_orders")
+    rows = [(r["order_id"], r["company"], r["order_day"], r["revenue"]) for r in merged]
+    days = sorted({r["order_day"] for r in merged})
+    window = {"from_day": days[len(days) // 4], "to_day": days[3 * len(days) // 4]}
+    for company in [*COMPANIES, "nobody"]:
+        for params in [{}, {"top": 3}, window, {**window, "top": 2}]:
+            args = ", ".join(f"{k} := ?" for k in params)
+            sql = f"SELECT * FROM serving_olap(?, grain := ?, fact := ?{', ' + args if args else ''})"
+            got = replica.execute(sql, [company, grain, source, *params.values()]).fetchall()
+            assert got == expected(rows, company, grain=grain, **params), (company, params)
+    assert_replica_serves(replica, mart, "after serving_olap(fact := ...)")
+    temp = replica.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
+    assert temp == [], temp
+
+
+def test_olap_with_fact_refuses_what_is_not_a_fact(lake):
+    wh, _fact, _mart_table, _merged, mart = lake
+    replica = connect()
+    replica.execute("SELECT * FROM serving_build(?)", [lake_source(wh, "mart_daily")])
+    for fact, problem in [
+        ("mart_daily", "serving_olap: fact := 'mart_daily' is not a Paimon table"),
+        (lake_source(wh, "mart_daily"), "has no column 'order_id'"),
+        (lake_source(wh, "nowhere"), "nowhere"),
+    ]:
+        with pytest.raises(Exception) as e:
+            replica.execute("SELECT * FROM serving_olap('acme', fact := ?)", [fact]).fetchall()
+        assert problem in str(e.value), str(e.value)
+    assert_replica_serves(replica, mart, "after the refusals")
