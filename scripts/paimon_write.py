@@ -7,9 +7,10 @@ import pyarrow as pa
 from pypaimon import CatalogFactory, Schema
 
 
-def open_warehouse(root):
-    """A filesystem catalog at `root` with a database `db`; tables land in `<root>/db.db/<name>`."""
-    catalog = CatalogFactory.create({"warehouse": str(root)})
+def open_warehouse(root, options: dict | None = None):
+    """A filesystem catalog at `root` (a directory or s3://bucket/..., with Paimon's storage
+    `options`) with a database `db`; tables land in `<root>/db.db/<name>`."""
+    catalog = CatalogFactory.create({**(options or {}), "warehouse": str(root)})
     catalog.create_database("db", ignore_if_exists=True)
     return catalog
 

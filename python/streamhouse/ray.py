@@ -26,11 +26,12 @@ worker without pypaimon-rust behind a driver that has it fails the job, naming t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import warnings
 
-__all__ = ["MART_BUCKETS", "MartBuild", "MartError", "build_mart"]
+__all__ = ["MART_BUCKETS", "LakeAccessError", "MartBuild", "MartError", "build_mart"]
 
 # The mart table build_mart creates: (name, Paimon type) in order, its key and its options.
 MART_FIELDS = (
@@ -65,6 +66,12 @@ _INSTALL = "pip install 'streamhouse[ray]' (Ray and pypaimon with pypaimon-rust,
 
 class MartError(ValueError):
     """The fact or the mart table is not what build_mart needs; the message names table and problem."""
+
+
+class LakeAccessError(OSError):
+    """The storage refused or failed a read of the fact or the mart table (access denied, no such
+    bucket, unreachable endpoint); the message names the table and what the storage said, never
+    a credential. Nothing was written."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,14 +147,40 @@ def _identifier(loc: _Location):
     return Identifier.create(loc.database, loc.table)
 
 
-def _load(catalog, loc: _Location):
+def _load(catalog, loc: _Location, what: str, storage: dict):
     """The table at loc, or None when there is no Paimon table there."""
     from pypaimon.catalog.catalog_exception import DatabaseNotExistException, TableNotExistException
 
+    with _storage_said(loc, what, storage):
+        try:
+            return catalog.get_table(_identifier(loc))
+        except (TableNotExistException, DatabaseNotExistException):
+            return None
+
+
+@contextlib.contextmanager
+def _storage_said(loc: _Location, what: str, storage: dict):
+    """pypaimon reports a storage failure as "Failed to load schema from path ..." with the
+    storage's own error (an OSError: "AWS Error ACCESS_DENIED ...") only in the exception chain:
+    raise that one, naming the table, with every option value scrubbed out of it."""
     try:
-        return catalog.get_table(_identifier(loc))
-    except (TableNotExistException, DatabaseNotExistException):
-        return None
+        yield
+    except MartError:
+        raise
+    except Exception as e:
+        cause, seen = e, set()
+        while cause is not None and not isinstance(cause, OSError) and id(cause) not in seen:
+            seen.add(id(cause))
+            cause = cause.__cause__ or cause.__context__
+        if cause is None or not isinstance(cause, OSError):
+            raise
+        said = str(cause)
+        for value in storage.values():
+            if len(value) >= 4:
+                said = said.replace(value, "***")
+        raise LakeAccessError(
+            f"build_mart: the storage refused reading the {what} table {loc.given}: {said}. Nothing was written."
+        ) from None
 
 
 def _type(field) -> str:
@@ -209,9 +242,9 @@ def _mart_differences(table) -> list[str]:
     return out
 
 
-def _existing_mart(catalog, loc: _Location):
+def _existing_mart(catalog, loc: _Location, storage: dict):
     """The mart table at loc when there is one (of the mart's shape), None when the location is free."""
-    table = _load(catalog, loc)
+    table = _load(catalog, loc, "mart", storage)
     if table is not None:
         differences = _mart_differences(table)
         if differences:
@@ -220,7 +253,9 @@ def _existing_mart(catalog, loc: _Location):
                 "Nothing was written; point build_mart at a new path or drop that table."
             )
         return table
-    if catalog.file_io.exists(loc.path) and catalog.file_io.list_status(loc.path):
+    with _storage_said(loc, "mart", storage):
+        taken = catalog.file_io.exists(loc.path) and catalog.file_io.list_status(loc.path)
+    if taken:
         raise MartError(
             f"build_mart: the mart target {loc.given} exists and is not a Paimon table; nothing was written"
         )
@@ -405,7 +440,8 @@ def build_mart(fact: str, mart: str, *, options: dict | None = None, address: st
     The fact needs order_id (integer, the primary key), company (string), order_day (DATE) and
     revenue (integer); the mart is the per (company, order_day) SUM(revenue) and COUNT(*) of its
     merged rows. Raises MartError, naming the table and the problem, for a fact or mart table of
-    the wrong shape or a NULL company, order_day or revenue; nothing is written then."""
+    the wrong shape or a NULL company, order_day or revenue, and LakeAccessError when the storage
+    refuses reading either table (a wrong key, no such bucket); nothing is written then."""
     started = time.monotonic()
     ray = _require("ray")
     _require("ray.data")
@@ -419,14 +455,14 @@ def build_mart(fact: str, mart: str, *, options: dict | None = None, address: st
     if fact_loc.path == mart_loc.path:
         raise MartError(f"build_mart: the fact and the mart are the same table ({fact})")
     fact_catalog, mart_catalog = _catalog(fact_loc, storage), _catalog(mart_loc, storage)
-    fact_table = _load(fact_catalog, fact_loc)
+    fact_table = _load(fact_catalog, fact_loc, "fact", storage)
     if fact_table is None:
         raise MartError(f"build_mart: the fact {fact} is not a Paimon table (no schema at {fact_loc.path})")
     _check_fact(fact_table, fact_loc)
     latest = fact_table.snapshot_manager().get_latest_snapshot()
     fact_snapshot = latest.id if latest is not None else None
     # Both checked before Ray runs anything; the mart table is created only once its rows are ready.
-    mart_table = _existing_mart(mart_catalog, mart_loc)
+    mart_table = _existing_mart(mart_catalog, mart_loc, storage)
 
     connected_here = not ray.is_initialized()
     if connected_here:

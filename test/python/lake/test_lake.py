@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 from conftest import connect
 from support.lake_util import (
+    ORDERS,
     Warehouse,
     apply_changelog,
     canon,
@@ -281,16 +282,6 @@ def test_mart_ddl_runs_in_a_real_paimon_catalog(tmp_path, con):
     assert got == [("acme", "2026-11-01", 1600, 3), ("b", "2026-11-02", 7, 1)]
     job = con.execute("SELECT paimon_mart_job('db.fct_orders', 'db.mart_daily')").fetchone()[0]
     assert "'changelog-producer' = 'lookup'" in job and "GROUP BY company, order_day" in job, job
-
-
-ORDERS = pa.schema(
-    [
-        pa.field("order_id", pa.int64(), nullable=False),
-        ("company", pa.string()),
-        ("order_day", pa.date32()),
-        ("revenue", pa.int64()),
-    ]
-)
 
 
 def test_serving_build_from_paimon_partial_update(wh, con):

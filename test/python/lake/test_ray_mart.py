@@ -26,19 +26,11 @@ import pyarrow as pa
 import pytest
 from conftest import connect
 from support import lake_util
-from support.lake_util import Warehouse, oracle_deduplicate, oracle_partial_update
+from support.lake_util import ORDERS, Warehouse, oracle_deduplicate, oracle_partial_update
 
 ROOT = Path(__file__).resolve().parents[3]
 DRIVER = Path(__file__).resolve().parents[1] / "support" / "ray_mart_driver.py"
 PORT = 6390  # the namespace has its own loopback: no port of the machine is touched
-ORDERS = pa.schema(
-    [
-        pa.field("order_id", pa.int64(), nullable=False),
-        ("company", pa.string()),
-        ("order_day", pa.date32()),
-        ("revenue", pa.int64()),
-    ]
-)
 COMPANIES = ["O'Reilly", "Café Zürich", "東京商事", "acme", "globex", 'Smith, "Jones" & Co']
 START = datetime.date(2026, 10, 1)
 # Ray's own start and stop in the namespace; the driver answers build_mart commands on stdin.
@@ -116,6 +108,10 @@ class Cluster:
 
     def build(self, fact: str, mart: str, options=None, pythonpath=None, workers_only=False) -> dict:
         cmd = {"fact": fact, "mart": mart, "options": options, "pythonpath": pythonpath, "workers_only": workers_only}
+        return self.call(cmd)
+
+    def call(self, cmd: dict) -> dict:
+        """One command to the driver (a build, or its S3 side: support/ray_mart_driver.py)."""
         self.proc.stdin.write(json.dumps(cmd) + "\n")
         self.proc.stdin.flush()
         return self._answer(240)
@@ -389,3 +385,79 @@ def test_build_mart_equals_serving_build_of_the_same_fact(cluster, wh, ext_path)
         con.close()
     assert served == ray_mart
     assert len(served) > 300
+
+
+WRONG_SECRET = "wrongSECRET-ray-4c1e9b-do-not-leak"
+
+
+@pytest.fixture(scope="module")
+def s3(cluster):
+    """The local S3 server, started by the driver inside the cluster's namespace (its loopback is
+    the only network there): Paimon's storage option keys for it."""
+    got = cluster.call({"op": "s3"})
+    assert "s3" in got, got
+    server = got["s3"]
+    return {
+        "s3.endpoint": server["endpoint"],
+        "s3.access-key": server["access_key"],
+        "s3.secret-key": server["secret_key"],
+        "s3.region": server["region"],
+        "s3.path-style-access": "true",
+    }
+
+
+def as_json(commits: list[list[dict]]) -> list[list[dict]]:
+    return [[{**r, "order_day": r["order_day"] and r["order_day"].isoformat()} for r in rows] for rows in commits]
+
+
+@pytest.mark.timeout(400)
+def test_build_mart_reads_and_writes_tables_on_s3(cluster, s3):
+    """fact and mart as s3:// paths with the storage keys in `options`: the fact's splits are read
+    on both nodes from the S3 server, the mart is written there, and pypaimon's read of it equals
+    the plain-Python mart of the commits. A wrong secret fails without printing a key and writes
+    nothing."""
+    rng = random.Random(23)
+    commits = [[order(rng, i) for i in range(6_000)]]
+    commits.append(
+        [{"order_id": i, "company": None, "order_day": None, "revenue": rng.randint(0, 99)} for i in range(0, 6_000, 5)]
+    )
+    commits.append([{**order(rng, i), "revenue": None} for i in rng.sample(range(6_000), 700)])
+    warehouse = "s3://lake/raywh"
+    table_options = {"bucket": "2", "merge-engine": "partial-update"}
+    got = cluster.call(
+        {
+            "op": "write",
+            "warehouse": warehouse,
+            "options": s3,
+            "table": "orders",
+            "table_options": table_options,
+            "commits": as_json(commits),
+        }
+    )
+    assert got == {"written": 3}, got
+    want = sorted(
+        [c, d.isoformat(), rev, n]
+        for (c, d), (rev, n) in mart_oracle(oracle_partial_update(commits, key="order_id")).items()
+    )
+    fact, mart = f"{warehouse}/db.db/orders", f"{warehouse}/db.db/mart"
+
+    got = cluster.build(fact, mart, options=s3)
+    assert "result" in got, got
+    r = got["result"]
+    assert (r["reader"], r["read_nodes"], r["groups"], r["orders"], r["fact_snapshot"]) == (
+        "native",
+        2,
+        len(want),
+        6_000,
+        3,
+    ), r
+    read = {"op": "read_mart", "warehouse": warehouse, "options": s3}
+    assert cluster.call({**read, "table": "mart"}) == {"mart": want}
+
+    got = cluster.build(fact, f"{warehouse}/db.db/mart_denied", options={**s3, "s3.secret-key": WRONG_SECRET})
+    assert got.get("error") == "LakeAccessError", got
+    assert f"reading the fact table {fact}" in got["message"] and "ACCESS_DENIED" in got["message"], got
+    for secret in [WRONG_SECRET, s3["s3.secret-key"]]:
+        assert secret not in got["message"], got["message"]
+    assert cluster.call({**read, "table": "mart_denied"}) == {"mart": None}
+    assert cluster.call({**read, "table": "mart"}) == {"mart": want}

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pytest
 from conftest import connect, gen_rows, oracle, oracle_summary, sql_literal
 from pypaimon import CatalogFactory
-from support.lake_util import LakeTable, canon, create_table, read_mart
+from support.lake_util import ORDERS, LakeTable, canon, create_table, read_mart
 
 # The S3 server runs as its own process, from its file.
 S3_SERVER = Path(__file__).resolve().parents[1] / "support" / "s3_server.py"
@@ -56,14 +56,6 @@ ENV_KEYS = [
     "AWS_SHARED_CREDENTIALS_FILE",
 ]
 ACCOUNTS = pa.schema([pa.field("id", pa.int32(), nullable=False), ("bal", pa.int32()), ("op", pa.string())])
-ORDERS = pa.schema(
-    [
-        pa.field("order_id", pa.int64(), nullable=False),
-        ("company", pa.string()),
-        ("order_day", pa.date32()),
-        ("revenue", pa.int64()),
-    ]
-)
 ORDER_COLS = ["order_id", "company", "order_day", "revenue"]
 
 

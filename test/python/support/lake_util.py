@@ -12,6 +12,16 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 from paimon_write import commit, create_table, open_warehouse
 
+# The merged orders a fact table holds: what the serving layer reads (order_id is the key).
+ORDERS = pa.schema(
+    [
+        pa.field("order_id", pa.int64(), nullable=False),
+        ("company", pa.string()),
+        ("order_day", pa.date32()),
+        ("revenue", pa.int64()),
+    ]
+)
+
 
 class Warehouse:
     def __init__(self, root):

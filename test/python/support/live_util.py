@@ -13,19 +13,11 @@ from collections import defaultdict
 import pyarrow as pa
 import pytest
 
-from support.lake_util import Warehouse, canon, oracle_deduplicate, oracle_partial_update
+from support.lake_util import ORDERS, Warehouse, canon, oracle_deduplicate, oracle_partial_update
 
 COMPANIES = ["acme", "O'Reilly", "Café Zürich", "東京商事", "x' OR '1'='1", "globex", "a%b", "Acme"]
 BASE_DAY = datetime.date(2024, 1, 1)
 
-ORDERS = pa.schema(
-    [
-        pa.field("order_id", pa.int64(), nullable=False),
-        ("company", pa.string()),
-        ("order_day", pa.date32()),
-        ("revenue", pa.int64()),
-    ]
-)
 ORDERS_OP = pa.schema([*ORDERS, pa.field("op", pa.string())])
 
 

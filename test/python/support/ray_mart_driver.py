@@ -5,7 +5,13 @@ Says `ready` with the cluster's alive nodes, then answers each JSON command line
 running streamhouse.ray.build_mart(fact, mart, options=..., address=ADDRESS): one JSON line per
 answer on stdout, prefixed with ANSWER (Ray may print lines of its own). A command with "pythonpath"
 runs in a child driver whose Ray workers' PYTHONPATH starts with that directory, and its own too
-unless "workers_only"."""
+unless "workers_only".
+
+Tables on S3 live behind the namespace's loopback too, so the driver also serves the test's S3
+side: {"op": "s3"} starts the local S3 server (support/s3_server.py) in the namespace and answers
+its endpoint and keys; {"op": "write"} creates a fact table of support.lake_util.ORDERS there and
+commits each list of rows (order_day as ISO text) with pypaimon; {"op": "read_mart"} reads a mart
+table back with pypaimon ({"mart": null} when there is no table)."""
 
 from __future__ import annotations
 
@@ -15,8 +21,11 @@ import os
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 ANSWER = "@@answer "
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # test/python: the support package
 
 
 def answer(obj: dict) -> None:
@@ -64,6 +73,54 @@ def child(address: str, cmd: dict) -> dict:
     return {"error": "child", "message": f"exit {done.returncode}: {done.stderr[-3000:]}"}
 
 
+def start_s3(servers: list) -> dict:
+    server = subprocess.Popen(
+        [sys.executable, str(HERE / "s3_server.py"), "lake"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    servers.append(server)  # it serves until its stdin closes: when this driver ends
+    return {"s3": json.loads(server.stdout.readline())}
+
+
+def write_fact(cmd: dict) -> dict:
+    import datetime
+
+    from support.lake_util import ORDERS, commit, create_table, open_warehouse
+
+    catalog = open_warehouse(cmd["warehouse"], cmd.get("options"))
+    table = create_table(catalog, cmd["table"], ORDERS, ["order_id"], cmd["table_options"])
+    for rows in cmd["commits"]:
+        day = datetime.date.fromisoformat
+        commit(table, ORDERS, [{**r, "order_day": r["order_day"] and day(r["order_day"])} for r in rows])
+    return {"written": len(cmd["commits"])}
+
+
+def read_mart(cmd: dict) -> dict:
+    from pypaimon.catalog.catalog_exception import TableNotExistException
+
+    from support.lake_util import open_warehouse
+    from support.lake_util import read_mart as read
+
+    try:
+        mart = read(open_warehouse(cmd["warehouse"], cmd.get("options")), cmd["table"])
+    except TableNotExistException:
+        return {"mart": None}
+    return {"mart": sorted([c, d.isoformat(), rev, n] for (c, d), (rev, n) in mart.items())}
+
+
+def serve(address: str, cmd: dict, servers: list) -> dict:
+    op = cmd.get("op", "build")
+    try:
+        if op == "s3":
+            return start_s3(servers)
+        if op == "write":
+            return write_fact(cmd)
+        if op == "read_mart":
+            return read_mart(cmd)
+    except Exception as e:
+        return {"error": type(e).__name__, "message": str(e)}
+    return child(address, cmd) if cmd.get("pythonpath") else build(address, cmd)
+
+
 def main() -> None:
     address = sys.argv[1]
     if sys.argv[2:] == ["--once"]:
@@ -75,9 +132,12 @@ def main() -> None:
     nodes = [n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]]
     ray.shutdown()
     answer({"ready": True, "nodes": nodes})
+    servers: list = []
     for line in sys.stdin:
-        cmd = json.loads(line)
-        answer(child(address, cmd) if cmd.get("pythonpath") else build(address, cmd))
+        answer(serve(address, json.loads(line), servers))
+    for server in servers:
+        server.stdin.close()
+        server.wait(timeout=30)
 
 
 if __name__ == "__main__":
