@@ -16,8 +16,12 @@
              days), one first publish (every group), then publishes after refreshes that change
              k groups; the commit must carry exactly k groups.
 
+  ray        streamhouse.ray.build_mart of the 10M-order fact on a Ray cluster of 1 and of 2
+             one-CPU nodes (support/ray_cluster.py, its own network namespace) against
+             serving_build of the same fact in a fresh process; the marts must be equal.
+
 Every figure is a median over repeated runs where a run can be repeated. Usage:
-bench_scaleout.py EXTENSION [--quick] [--only load,replica,publish]
+bench_scaleout.py EXTENSION [--quick] [--only load,replica,publish,ray]
 """
 
 from __future__ import annotations
@@ -221,11 +225,56 @@ def publish(ext: str, quick: bool) -> list:
     ]
 
 
+def ray(ext: str, quick: bool) -> list:
+    from bench_scale import dataset
+    from support.ray_cluster import Cluster
+
+    rows = 1_000_000 if quick else 10_000_000
+    repeat = 1 if quick else 3
+    data, _meta, _cached = dataset(rows)
+    fact = "paimon:" + str(data / "wh" / "db.db" / "orders")
+    local = [run_child({"ext": ext, "source": fact}) for _ in range(repeat)]
+    local_s = statistics.median(r["seconds"] for r in local)
+    print(f"  serving_build of the {rows:,}-order fact: median {local_s:.2f} s", flush=True)
+    medians = {}
+    with tempfile.TemporaryDirectory() as d:
+        for nodes in (1, 2):
+            mart = f"paimon:{d}/wh{nodes}/db.db/mart"
+            cluster = Cluster(nodes=nodes, object_store_mb=2_000)
+            try:
+                runs = []
+                for _ in range(repeat):
+                    got = cluster.call({"fact": fact, "mart": mart}, timeout=3600)
+                    if "result" not in got:
+                        raise RuntimeError(f"build_mart on {nodes} node(s) failed: {got}")
+                    runs.append(got["result"])
+            finally:
+                cluster.stop()
+            medians[nodes] = statistics.median(r["elapsed_s"] for r in runs)
+            last = runs[-1]
+            check = run_child({"ext": ext, "source": mart})
+            same = check["mart"] == local[0]["mart"] and check["orders"] == local[0]["orders"]
+            print(
+                f"  Ray {nodes} node(s): build_mart median {medians[nodes]:.2f} s "
+                f"({medians[nodes] / local_s:.2f}x serving_build), reader {last['reader']}, "
+                f"{last['read_tasks']} read tasks on {last['read_nodes']} node(s), {last['groups']:,} groups; "
+                f"mart equals serving_build's: {same}" + ("" if same else " FAILED"),
+                flush=True,
+            )
+    speedup = medians[1] / medians[2]
+    print(f"  1 -> 2 nodes: {speedup:.2f}x faster", flush=True)
+    return [
+        ("Ray build_mart, 1 node / serving_build", f"{medians[1] / local_s:.2f}x", "(reported)", True),
+        ("Ray build_mart, 2 nodes / serving_build", f"{medians[2] / local_s:.2f}x", "(reported)", True),
+        ("Ray build_mart 1 -> 2 nodes", f"{speedup:.2f}x faster", "(reported)", True),
+    ]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("extension")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="load,replica,publish")
+    ap.add_argument("--only", default="load,replica,publish,ray")
     ap.add_argument("--child")
     args = ap.parse_args()
     if args.child:
@@ -236,7 +285,7 @@ def main() -> int:
     print("== bench_scaleout: beyond one machine (issue 19)", flush=True)
     for part in args.only.split(","):
         print(f"-- {part}", flush=True)
-        targets += {"load": load, "replica": replica, "publish": publish}[part](ext, args.quick)
+        targets += {"load": load, "replica": replica, "publish": publish, "ray": ray}[part](ext, args.quick)
     print("== issue 19 targets", flush=True)
     w = max(len(t[0]) for t in targets)
     for name, measured, target, ok in targets:

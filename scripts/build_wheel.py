@@ -37,7 +37,7 @@ REQUIRES_DIST = "duckdb>=1.5.6"
 REQUIRES_PYTHON = ">=3.9"
 # The optional extra streamhouse[ray] (streamhouse.ray.build_mart): these packages at exactly the
 # versions scripts/requirements.txt pins (the ones the tests ran with), read from there.
-EXTRAS = {"ray": ["ray[data]", "pypaimon", "pypaimon-rust"]}
+EXTRAS = {"ray": ["ray", "pypaimon", "pypaimon-rust"]}
 
 # ---------------------------------------------------------------------------------------------
 # What the artifact links (ELF64 little-endian)

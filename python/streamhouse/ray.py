@@ -3,12 +3,14 @@
     from streamhouse.ray import build_mart
     build_mart("paimon:/lake/db.db/orders", "paimon:/lake/db.db/mart_daily", address="head:6379")
 
-`build_mart` is a Ray job: pypaimon's Ray reader (`pypaimon.ray`, with pypaimon-rust's native merge)
-reads the merged fact split by split across the cluster, each read task pre-aggregates its rows per
-(company, order_day), a distributed group-by (a shuffle by a hash of the group, then one Arrow
-group-by per partition) adds the partial groups up, and pypaimon's Ray writer writes the mart
-table in ONE Paimon commit that overwrites its whole content: after the call the table holds
-exactly the fact's mart, as `serving_build` of the same fact has it.
+`build_mart` is a Ray job of plain tasks, a map-reduce: one read task per split of the merged fact
+(pypaimon's reader with pypaimon-rust's native merge, spread over the cluster's nodes) adds its
+rows up per (company, order_day) and splits those partial groups by a hash of the group into P
+parts; P reduce tasks each add up one part from every read task (the distributed group-by); the
+driver writes the reduced groups — the mart, small by design — to the mart table in ONE Paimon
+commit that overwrites its whole content: after the call the table holds exactly the fact's mart,
+as `serving_build` of the same fact has it. (Ray Data's read/group-by/write pipeline computed the
+same but spent ~10 s per job in its own machinery: make bench measures this job.)
 
 The mart table: `company STRING NOT NULL, order_day DATE NOT NULL, revenue DECIMAL(38, 0), orders
 BIGINT`, primary key (company, order_day), merge engine deduplicate, fixed buckets; created on the
@@ -46,19 +48,8 @@ MART_KEY = ["company", "order_day"]
 MART_BUCKETS = 4
 FACT_COLUMNS = ["order_id", "company", "order_day", "revenue"]
 INTEGER_TYPES = {"TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT"}
-# Ray Data settings for the job (restored after it). The shuffles (the group-by by partition, the
-# writer's by bucket) are task-based sorts on a small integer key: Ray's default hash shuffle starts
-# aggregator actors for each execution (~5 s apiece on a small cluster), and Ray's own groupby
-# aggregate combines group by group in Python (~30 s for 70k groups on 2 CPUs, against ~1.5 s
-# here, where each partition's groups are added up by one vectorized Arrow group-by). No
-# per-operator CPU reservation: with it a small cluster ran the read tasks one at a time on one node.
-_DATA_CONTEXT = {
-    "shuffle_strategy": "sort_shuffle_pull_based",
-    "enable_progress_bars": False,
-    "print_on_execution_start": False,
-    "op_resource_reservation_enabled": False,
-}
-_PART = "__streamhouse_partition"
+# Rows a read task gathers before adding them up.
+_GROUP_ROWS = 1 << 20
 # Errors raised inside Ray tasks reach the driver wrapped; this marker finds our own message again.
 _MARK = "streamhouse-mart-error:"
 _INSTALL = "pip install 'streamhouse[ray]' (Ray and pypaimon with pypaimon-rust, pinned)"
@@ -291,10 +282,9 @@ def _mart_arrow_schema():
 # ---------------------------------------------------------------------------------------------
 # The job's worker side (runs in Ray tasks)
 # ---------------------------------------------------------------------------------------------
-def _partial_groups(batch, partitions: int):
-    """One block of merged fact rows -> its (company, order_day) partial groups, exact (revenue
-    summed as DECIMAL(38, 0)), each with the partition of the group-by that adds it up. A NULL the
-    serving layer refuses fails the job, naming the order."""
+def _partial_groups(batch):
+    """Merged fact rows (an Arrow batch or table) -> their (company, order_day) partial groups, exact (revenue
+    summed as DECIMAL(38, 0)). A NULL the serving layer refuses fails the job, naming the order."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -319,7 +309,7 @@ def _partial_groups(batch, partitions: int):
             "orders": grouped.column("revenue_count").cast(pa.int64()),
         }
     )
-    return out.append_column(_PART, _partition(out, partitions))
+    return out
 
 
 def _partition(groups, partitions: int):
@@ -340,8 +330,8 @@ def _partition(groups, partitions: int):
     return pa.array(np.remainder(mixed, partitions), pa.int64())
 
 
-def _final_groups(partials):
-    """All partial groups of one partition -> its mart rows, in the mart table's Arrow types."""
+def _add_up(partials):
+    """Partial groups -> one row per (company, order_day), in the mart table's Arrow types."""
     import pyarrow as pa
 
     grouped = partials.group_by(MART_KEY).aggregate([("revenue", "sum"), ("orders", "sum")])
@@ -350,68 +340,50 @@ def _final_groups(partials):
     return pa.table([c.cast(f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
 
 
-def _tally_class():
+def _read_split(table, read_type, projection, splits, partitions: int):
+    """A read task: the merged rows of `splits` -> their partial groups, in `partitions` parts by a
+    hash of the group (one return value each), then (node, why pypaimon did not read natively).
+    pypaimon decides native or Python per TableRead and says why it falls back only through
+    TableRead._native_fallback (logging at most), so the task records those calls while it reads."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     import ray
+    from pypaimon.read.table_read import TableRead
 
-    @ray.remote(num_cpus=0)
-    class ReadTally:
-        """Which reader each read task ran, and on which node."""
+    fallbacks: list[str] = []
+    original = TableRead._native_fallback
 
-        def __init__(self):
-            self.tasks = []
+    def recording(self, reason, error=None, log=False):
+        fallbacks.append(str(reason))
+        return original(self, reason, error, log)
 
-        def record(self, node: str, fallbacks: list[str]) -> None:
-            self.tasks.append((node, fallbacks))
-
-        def summary(self):
-            return self.tasks
-
-    return ReadTally
-
-
-def _tallied(read_fn, tally):
-    """A read task's function that also reports whether pypaimon read natively. pypaimon decides per
-    TableRead and says why it falls back only through TableRead._native_fallback (logging at most),
-    so the task records those calls while it reads (a Ray worker runs one task at a time)."""
-
-    def run():
-        import ray
-        from pypaimon.read.table_read import TableRead
-
-        fallbacks: list[str] = []
-        original = TableRead._native_fallback
-
-        def recording(self, reason, error=None, log=False):
-            fallbacks.append(str(reason))
-            return original(self, reason, error, log)
-
-        TableRead._native_fallback = recording
-        try:
-            yield from read_fn()
-        finally:
-            TableRead._native_fallback = original
-            ray.get(tally.record.remote(ray.get_runtime_context().get_node_id(), fallbacks))
-
-    return run
+    TableRead._native_fallback = recording
+    try:
+        reader = TableRead(table, None, read_type, output_projection=projection).to_arrow_batch_reader(splits)
+        # The reader yields batches of ~1k rows; one Arrow group-by per batch spends 10x the time
+        # of one per ~1M rows (measured), so batches are gathered first (memory: ~32 MB).
+        parts, pending, rows = [], [], 0
+        for batch in iter(reader.read_next_batch, None):
+            pending.append(batch)
+            rows += batch.num_rows
+            if rows >= _GROUP_ROWS:
+                parts.append(_partial_groups(pa.Table.from_batches(pending)))
+                pending, rows = [], 0
+        if rows:
+            parts.append(_partial_groups(pa.Table.from_batches(pending)))
+    finally:
+        TableRead._native_fallback = original
+    groups = _add_up(pa.concat_tables(parts) if parts else _partial_groups(_empty_fact()))
+    part = _partition(groups, partitions)
+    pieces = [groups.filter(pc.equal(part, p)) for p in range(partitions)]
+    return (*pieces, (ray.get_runtime_context().get_node_id(), fallbacks))
 
 
-def _datasource(provider, tally):
-    from pypaimon.read.datasource.ray_datasource import RayDatasource
-    from ray.data.datasource import ReadTask
+def _reduce(*pieces):
+    """A reduce task: one part of every read task's partial groups -> those groups' mart rows."""
+    import pyarrow as pa
 
-    class TalliedDatasource(RayDatasource):
-        def get_read_tasks(self, parallelism: int, **kwargs):
-            return [
-                ReadTask(
-                    _tallied(task.read_fn, tally),
-                    task.metadata,
-                    schema=task.schema,
-                    per_task_row_limit=task.per_task_row_limit,
-                )
-                for task in super().get_read_tasks(parallelism, **kwargs)
-            ]
-
-    return TalliedDatasource(provider)
+    return _add_up(pa.concat_tables(pieces))
 
 
 def _our_error(error: BaseException) -> str | None:
@@ -444,10 +416,9 @@ def build_mart(fact: str, mart: str, *, options: dict | None = None, address: st
     refuses reading either table (a wrong key, no such bucket); nothing is written then."""
     started = time.monotonic()
     ray = _require("ray")
-    _require("ray.data")
-    _require("pypaimon.ray")
+    _require("pypaimon")
+    import pyarrow as pa
     import pyarrow.compute as pc
-    from pypaimon.ray import write_paimon
     from pypaimon.read.datasource.split_provider import CatalogSplitProvider
 
     storage = {str(k): str(v) for k, v in (options or {}).items()}
@@ -467,14 +438,8 @@ def build_mart(fact: str, mart: str, *, options: dict | None = None, address: st
     connected_here = not ray.is_initialized()
     if connected_here:
         ray.init(address=address, log_to_driver=False, logging_level="WARNING")
-    ctx = ray.data.DataContext.get_current()
-    saved = {name: getattr(ctx, name) for name in _DATA_CONTEXT}
-    tally = None
     try:
-        for name, value in _DATA_CONTEXT.items():
-            setattr(ctx, name, value)
-        tally = _tally_class().remote()
-        provider = None
+        splits, tasks = [], []
         if fact_snapshot is not None:
             provider = CatalogSplitProvider(
                 table_identifier=_identifier(fact_loc),
@@ -483,32 +448,32 @@ def build_mart(fact: str, mart: str, *, options: dict | None = None, address: st
                 snapshot_id=fact_snapshot,
                 dynamic_options={"read.native.enabled": "true"},
             )
-        # The distributed group-by: each read task's blocks become partial groups, which a shuffle
-        # sends by partition (a hash of the group) to one task per partition that adds them up.
+            splits = provider.splits()
+        # P parts, two per CPU of the cluster: the reduce tasks keep every CPU busy.
         partitions = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
-        if provider is None or not provider.splits():  # no snapshot, or nothing in it: an empty mart
-            partial = ray.data.from_arrow(_partial_groups(_empty_fact(), partitions))
-        else:
-            # At most one read task per split (pypaimon's datasource caps it); Ray Data spreads them.
-            source = ray.data.read_datasource(_datasource(provider, tally))
-            partial = source.map_batches(
-                _partial_groups, fn_kwargs={"partitions": partitions}, batch_format="pyarrow", batch_size=None
-            )
-        mart_rows = partial.groupby(_PART).map_groups(_final_groups, batch_format="pyarrow").materialize()
-        groups = orders = 0
-        for batch in mart_rows.iter_batches(batch_format="pyarrow", batch_size=None):
-            groups += batch.num_rows
-            orders += int(pc.sum(batch.column("orders")).as_py() or 0)
+        if splits:
+            read = ray.remote(_read_split).options(num_returns=partitions + 1, scheduling_strategy="SPREAD")
+            table, read_type, projection = provider.table(), provider.read_type(), provider.output_projection()
+            table_ref = ray.put(table)
+            reads = [read.remote(table_ref, read_type, projection, [split], partitions) for split in splits]
+            reduce = ray.remote(_reduce).options(scheduling_strategy="SPREAD")
+            parts = [reduce.remote(*(r[p] for r in reads)) for p in range(partitions)]
+            mart_rows = pa.concat_tables(ray.get(parts))
+            tasks = ray.get([r[partitions] for r in reads])
+        else:  # no snapshot, or nothing in it: an empty mart
+            mart_rows = _add_up(_partial_groups(_empty_fact()))
+        groups, orders = mart_rows.num_rows, int(pc.sum(mart_rows.column("orders")).as_py() or 0)
         if mart_table is None:
             mart_table = _create_mart(mart_catalog, mart_loc)
-        written = write_paimon(
-            mart_rows,
-            _identifier(mart_loc),
-            {**storage, "warehouse": mart_loc.warehouse},
-            overwrite=True,
-            hash_fixed_precluster="map_groups",
-        )
-        tasks = ray.get(tally.summary.remote())
+        with _storage_said(mart_loc, "mart", storage):
+            write = mart_table.new_batch_write_builder().overwrite()
+            writer, committer = write.new_write(), write.new_commit()
+            try:
+                writer.write_arrow(mart_rows)
+                committer.commit(writer.prepare_commit())
+            finally:
+                writer.close()
+                committer.close()
     except Exception as e:
         problem = _our_error(e)
         if problem is not None:
@@ -526,17 +491,11 @@ def build_mart(fact: str, mart: str, *, options: dict | None = None, address: st
             ) from e
         raise
     finally:
-        for name, value in saved.items():
-            setattr(ctx, name, value)
-        if tally is not None:
-            ray.kill(tally)
         if connected_here:
             ray.shutdown()
 
-    snapshot = written.snapshot_id if written is not None else None
-    if snapshot is None:  # an empty overwrite of an empty table commits nothing
-        latest = mart_table.snapshot_manager().get_latest_snapshot()
-        snapshot = latest.id if latest is not None else None
+    latest = mart_table.snapshot_manager().get_latest_snapshot()  # this commit's (nothing if nothing changed)
+    snapshot = latest.id if latest is not None else None
     fallbacks = sorted({reason for _, reasons in tasks for reason in reasons})
     reader = "python" if fallbacks else "native" if tasks else "none"
     if fallbacks:

@@ -121,7 +121,7 @@ def test_wheel_is_a_valid_wheel_of_this_version(wheel):
     # the optional extra streamhouse[ray], pinned as scripts/requirements.txt pins the tested versions
     pins = dict(re.findall(r"^([A-Za-z0-9_.\[\]-]+)==(\S+)", (ROOT / "scripts" / "requirements.txt").read_text(), re.M))
     assert ("Provides-Extra", "ray") in meta
-    for name in ("ray[data]", "pypaimon", "pypaimon-rust"):
+    for name in ("ray", "pypaimon", "pypaimon-rust"):
         assert ("Requires-Dist", f'{name}=={pins[name]}; extra == "ray"') in meta, (name, head)
     assert files["streamhouse/ray.py"] == (ROOT / "python" / "streamhouse" / "ray.py").read_bytes()
 

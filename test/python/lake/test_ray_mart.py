@@ -1,7 +1,7 @@
 """streamhouse.ray.build_mart (issue 19 item 3) on a real Ray cluster: a head and a second node
-(`ray start`), with the job's driver beside them, all inside a namespace of their own (`unshare`:
-network, so that Ray can only bind and dial loopback, and pid, so that nothing of the cluster can
-outlive it). The fact tables are written here by pypaimon, commit by commit.
+(`ray start`), with the job's driver beside them, all inside a namespace of their own
+(support/ray_cluster.py). The fact tables are written here by pypaimon, commit by commit (on S3:
+by the driver, since the S3 server must live behind the namespace's loopback).
 
 Oracles: the mart recomputed in plain Python from the commits (each merge engine's merge done by
 hand: support.lake_util), read back with pypaimon's own batch read; and `serving_build` of the same
@@ -10,14 +10,8 @@ fact by the extension. Never build_mart's own answer."""
 from __future__ import annotations
 
 import datetime
-import json
-import os
-import queue
 import random
-import shutil
 import subprocess
-import sys
-import tempfile
 import threading
 from collections import defaultdict
 from pathlib import Path
@@ -27,116 +21,10 @@ import pytest
 from conftest import connect
 from support import lake_util
 from support.lake_util import ORDERS, Warehouse, oracle_deduplicate, oracle_partial_update
+from support.ray_cluster import Cluster
 
-ROOT = Path(__file__).resolve().parents[3]
-DRIVER = Path(__file__).resolve().parents[1] / "support" / "ray_mart_driver.py"
-PORT = 6390  # the namespace has its own loopback: no port of the machine is touched
 COMPANIES = ["O'Reilly", "Café Zürich", "東京商事", "acme", "globex", 'Smith, "Jones" & Co']
 START = datetime.date(2026, 10, 1)
-# Ray's own start and stop in the namespace; the driver answers build_mart commands on stdin.
-CLUSTER = """
-set -u
-ip link set lo up || exit 90
-common="--node-ip-address=127.0.0.1 --num-cpus=1 --object-store-memory=200000000 --disable-usage-stats"
-timeout 120 "$RAY" start --head --port=$PORT --include-dashboard=false --temp-dir="$RAY_TMP" $common >&2 &&
-timeout 120 "$RAY" start --address=127.0.0.1:$PORT $common >&2 &&
-timeout 900 "$PY" "$DRIVER" 127.0.0.1:$PORT
-rc=$?
-timeout 60 "$RAY" stop --force >&2
-exit $rc
-"""
-
-
-class Cluster:
-    """The namespace's bash (its pid 1), Ray's head and second node, and the driver."""
-
-    def __init__(self):
-        self.tmp = tempfile.mkdtemp(prefix="shray")  # short: Ray's socket paths live under it
-        self.log = open(os.path.join(self.tmp, "cluster.log"), "w+")  # noqa: SIM115
-        env = {
-            **os.environ,
-            "RAY": str(Path(sys.executable).parent / "ray"),
-            "PY": sys.executable,
-            "DRIVER": str(DRIVER),
-            "PORT": str(PORT),
-            "RAY_TMP": os.path.join(self.tmp, "ray"),
-            "PYTHONPATH": os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]),
-            "RAY_USAGE_STATS_ENABLED": "0",
-        }
-        self.proc = subprocess.Popen(
-            ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child", "bash", "-c", CLUSTER],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            text=True,
-            env=env,
-        )
-        self.pid_ns = self._pid_namespace()
-        self.lines: queue.Queue = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        self.ready = self._answer(180)
-
-    def _pid_namespace(self) -> str:
-        """The pid namespace of unshare's child (the namespace's pid 1), once it exists."""
-        own = os.readlink(f"/proc/{self.proc.pid}/ns/pid")
-        for _ in range(200):
-            try:
-                with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
-                    children = f.read().split()
-                if children and (ns := os.readlink(f"/proc/{children[0]}/ns/pid")) != own:
-                    return ns
-            except OSError:
-                pass
-            threading.Event().wait(0.05)
-        raise AssertionError("unshare did not start its namespace")
-
-    def _pump(self):
-        for line in self.proc.stdout:
-            if line.startswith("@@answer "):
-                self.lines.put(json.loads(line[len("@@answer ") :]))
-        self.lines.put(None)
-
-    def _answer(self, timeout: float) -> dict:
-        try:
-            got = self.lines.get(timeout=timeout)
-        except queue.Empty:
-            got = None
-        if got is None:
-            self.log.seek(0)
-            pytest.fail(f"the Ray cluster or its driver gave no answer; its log:\n{self.log.read()[-6000:]}")
-        return got
-
-    def build(self, fact: str, mart: str, options=None, pythonpath=None, workers_only=False) -> dict:
-        cmd = {"fact": fact, "mart": mart, "options": options, "pythonpath": pythonpath, "workers_only": workers_only}
-        return self.call(cmd)
-
-    def call(self, cmd: dict) -> dict:
-        """One command to the driver (a build, or its S3 side: support/ray_mart_driver.py)."""
-        self.proc.stdin.write(json.dumps(cmd) + "\n")
-        self.proc.stdin.flush()
-        return self._answer(240)
-
-    def members(self) -> list[int]:
-        """Processes of the namespace still alive (by pid namespace, the machine's view)."""
-        alive = []
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                if os.readlink(f"/proc/{pid}/ns/pid") == self.pid_ns:
-                    alive.append(int(pid))
-            except OSError:
-                pass
-        return alive
-
-    def stop(self) -> int:
-        self.proc.stdin.close()
-        try:
-            rc = self.proc.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()  # --kill-child: the namespace's pid 1 goes, and the kernel ends the rest
-            rc = self.proc.wait()
-        self.log.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        return rc
 
 
 @pytest.fixture(scope="module")
