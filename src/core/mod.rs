@@ -1,10 +1,11 @@
 //! Pure logic: what a source string names, the contract a source must meet and the SQL of the
-//! serving tables, the mart arithmetic of a refresh, the duplicate check, the dashboard's
+//! serving tables, the mart arithmetic of a refresh, when a lake refresh may merge a delta itself, the duplicate check, the dashboard's
 //! question and its SQL, the Fluss tier DDL, quoting, locations and the sandbox decision, and
 //! the one error type. Nothing here holds a DuckDB connection or calls paimon; everything is
 //! unit-tested in place. Modules here use only each other (and `error` uses none of them).
 
 pub mod dashboard;
+pub mod delta;
 pub mod dupcheck;
 pub mod error;
 pub mod location;

@@ -18,6 +18,7 @@ use crate::core::schema::{self, Place, SourceColumns, FACT, MART, META};
 use crate::core::source::{Origin, Source};
 use crate::host::transaction::Transaction;
 use crate::lake::{Access, LakeTable};
+use crate::serving::delta;
 
 /// The one row serving_build returns.
 #[derive(Debug, Clone, Default)]
@@ -179,10 +180,11 @@ const LAKE_STAGE: &str = "__sh_lake";
 /// Reads the merged state of a Paimon table (latest snapshot) and stages the serving columns.
 ///
 /// For a refresh (`allow_deleted`) whose serving layer was built from the lake at snapshot S,
-/// only the orders changed after S are staged: their keys come from the table's changes
-/// between S and the latest snapshot, their rows from the latest merged state read with a
-/// key predicate (Paimon skips files whose key range holds none of them), and a key with no
-/// merged row any more is staged as deleted.
+/// only the orders changed after S are staged. Where the table's merge allows it
+/// (`serving::delta`), the new snapshots' rows are merged onto the held rows of their keys.
+/// Otherwise their keys come from the table's changes between S and the latest snapshot, their
+/// rows from the latest merged state read with a key predicate (Paimon skips files whose key
+/// range holds none of them), and a key with no merged row any more is staged as deleted.
 fn resolve_lake(
     conn: &Connection,
     raw: &str,
@@ -219,6 +221,16 @@ fn resolve_lake(
                         latest.map_or("none".to_string(), |l| l.to_string())
                     ),
                 });
+            }
+            if let Some(latest) = latest.filter(|&l| l > since) {
+                let positions = wanted.map(|n| schema.index_of(n).expect("matched column exists"));
+                let types = positions.map(|i| described[i].1.as_str());
+                let window = (since, latest);
+                if delta::stage_changes(conn, &table, window, &columns, (positions, types), LAKE_CHANGES)? {
+                    columns.deleted = Some(quote::ident("deleted"));
+                    let relation = LAKE_CHANGES.into();
+                    return Ok(ResolvedSource { raw: raw.into(), relation, columns, lake_snapshot: Some(latest) });
+                }
             }
             let key = schema.index_of(&columns.order_id).expect("matched column exists") + 1; // after rowkind
             let mut changed: Vec<i64> = Vec::new();

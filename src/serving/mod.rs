@@ -1,6 +1,6 @@
 //! The serving layer's operations, run on the extension's own connections (`host`): `layer`
 //! builds and reads the tables (`fct_orders`, `mart_daily`, ...), `refresh` applies changes and
-//! reconciles, `replica` serves a mart-only layer from a Paimon mart table, `publish` writes the
+//! reconciles, `delta` turns a Paimon table's new snapshots into a refresh's change set, `replica` serves a mart-only layer from a Paimon mart table, `publish` writes the
 //! mart to a Paimon mart table for replicas elsewhere, `follow` keeps a layer fresh from a Paimon
 //! table in the background (and publishes after each apply), `handoff` passes Rust-made batches
 //! to DuckDB through the internal table function, `state` is what a database keeps in memory
@@ -8,6 +8,7 @@
 //! function receives. Every write is one transaction: a failure leaves the previous layer
 //! exactly as it was.
 
+pub mod delta;
 pub mod follow;
 pub mod handoff;
 pub mod layer;

@@ -1,0 +1,102 @@
+//! A lake refresh from the new snapshots' own rows, where `core::delta` says the table's merge
+//! is one this can do: the rows of snapshots `since+1..=latest` are staged in commit order and
+//! merged, per key, onto the row `fct_orders` holds, into the change set a lake refresh applies
+//! (the source's columns plus `deleted`). Cost: the new rows, never the table's older files.
+//! Anything this path does not take (another merge engine or option, an OVERWRITE, too many
+//! snapshots, a delete in a partial-update delta) answers `false`: the caller then reads the
+//! merged state of the changed keys instead.
+
+use duckdb::Connection;
+
+use crate::core::delta::{self, Merge};
+use crate::core::error::{Error, Result};
+use crate::core::quote;
+use crate::core::schema::{Place, SourceColumns, FACT, META};
+use crate::lake::LakeTable;
+
+/// The staged rows of the new snapshots (a temp table of our own connection, dropped after).
+const DELTA: &str = "__sh_lake_delta";
+
+/// Builds the change set `out` from the delta of `since+1..=latest` when the table's merge
+/// allows it; `false` (nothing built) otherwise. `types` are the DuckDB types of the source's
+/// order_id, company, order_day and revenue columns, `positions` their indices in the table.
+pub fn stage_changes(
+    conn: &Connection,
+    table: &LakeTable,
+    (since, latest): (i64, i64),
+    columns: &SourceColumns,
+    (positions, types): ([usize; 4], [&str; 4]),
+    out: &str,
+) -> Result<bool> {
+    let Ok(merge) = delta::plan(&table.options()) else {
+        return Ok(false);
+    };
+    if latest - since > delta::MAX_SNAPSHOTS {
+        return Ok(false);
+    }
+    for id in since + 1..=latest {
+        if !delta::additive(&table.commit_kind(id)?) {
+            return Ok(false);
+        }
+    }
+    let Ok(place) = conn.query_row(&format!("SELECT serving_catalog, serving_schema FROM {META}"), [], |r| {
+        Ok(Place { catalog: r.get(0)?, schema: r.get(1)? })
+    }) else {
+        return Ok(false);
+    };
+    let failed = |e: duckdb::Error| Error::duckdb(format!("serving: staging the changes of '{}'", table.path()), &e);
+    let names = [&columns.order_id, &columns.company, &columns.order_day, &columns.revenue].map(|c| quote::ident(c));
+    let ddl = names.iter().zip(types).map(|(n, t)| format!("{n} {t}")).collect::<Vec<_>>().join(", ");
+    conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {DELTA} (rowkind VARCHAR, {ddl})")).map_err(failed)?;
+    // A changes batch is the row kind, then every column of the table in order.
+    let projection: Vec<usize> = std::iter::once(0).chain(positions.iter().map(|p| p + 1)).collect();
+    {
+        let mut appender = conn.appender(DELTA).map_err(failed)?;
+        for item in table.changes(since + 1, latest) {
+            let (_, batch) = item?;
+            let batch = batch.project(&projection).map_err(|e| Error::internal("serving_refresh", e.to_string()))?;
+            appender.append_record_batch(batch).map_err(failed)?;
+        }
+        appender.flush().map_err(failed)?;
+    }
+    let [id, company, day, revenue] = &names;
+    let [_, company_t, day_t, revenue_t] = types;
+    let sql = match merge {
+        // A temp table's rowid is its insertion order: the order the rows were committed in.
+        Merge::Deduplicate => format!(
+            "CREATE OR REPLACE TEMP TABLE {out} AS \
+             SELECT {id}, \
+                 CASE WHEN gone THEN NULL ELSE {company} END AS {company}, \
+                 CASE WHEN gone THEN NULL ELSE {day} END AS {day}, \
+                 CASE WHEN gone THEN NULL ELSE {revenue} END AS {revenue}, gone AS deleted \
+             FROM (SELECT *, rowkind IN ('-D', '-U') AS gone, \
+                       row_number() OVER (PARTITION BY {id} ORDER BY rowid DESC) AS latest FROM {DELTA}) \
+             WHERE latest = 1"
+        ),
+        Merge::PartialUpdate => {
+            let deletes: i64 = conn
+                .query_row(&format!("SELECT count(*) FROM {DELTA} WHERE rowkind NOT IN ('+I', '+U')"), [], |r| r.get(0))
+                .map_err(failed)?;
+            if deletes > 0 {
+                conn.execute_batch(&format!("DROP TABLE {DELTA}")).map_err(failed)?;
+                return Ok(false);
+            }
+            let fact = place.of(FACT);
+            let last = |c: &str| format!("arg_max({c}, seq) FILTER (WHERE {c} IS NOT NULL)");
+            format!(
+                "CREATE OR REPLACE TEMP TABLE {out} AS \
+                 WITH l AS (SELECT {id} AS k, {} AS c, {} AS d, {} AS r \
+                            FROM (SELECT rowid AS seq, * FROM {DELTA}) GROUP BY {id}) \
+                 SELECT l.k AS {id}, coalesce(l.c, CAST(f.company AS {company_t})) AS {company}, \
+                     coalesce(l.d, CAST(f.order_day AS {day_t})) AS {day}, \
+                     coalesce(l.r, CAST(f.revenue AS {revenue_t})) AS {revenue}, false AS deleted \
+                 FROM l LEFT JOIN {fact} f ON f.order_id = l.k",
+                last(company),
+                last(day),
+                last(revenue)
+            )
+        }
+    };
+    conn.execute_batch(&format!("{sql}; DROP TABLE {DELTA}")).map_err(failed)?;
+    Ok(true)
+}

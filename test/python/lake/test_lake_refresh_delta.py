@@ -1,0 +1,136 @@
+"""A lake refresh merges the new snapshots' own rows onto the orders the layer holds
+(src/serving/delta.rs) where the table's merge is deduplicate or partial-update with fixed
+buckets and no option that changes which row wins; anything else reads the merged state of the
+changed keys. Oracles: lake_util's plain-Python merges of every commit written, never the
+extension's own reads.
+
+The delta path's cost claim is pinned by what it may not open: with every data file the build
+read moved away, a refresh on that path must still give the oracle's state, while a table whose
+merge it does not take (first-row) must fail on the missing file."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import connect
+from support.lake_util import ORDERS, Warehouse, oracle_first_row
+from support.live_util import assert_serves, create_orders, lake_source, merged_after, random_lake_commits
+
+
+@pytest.mark.parametrize("engine", ["partial-update", "deduplicate"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_refresh_after_every_few_commits_equals_the_merged_fact(tmp_path, engine, seed):
+    rng = random.Random(seed)
+    wh = Warehouse(tmp_path / "wh")
+    table = create_orders(wh, "f", engine)
+    commits = random_lake_commits(rng, engine, 14, first=300)
+    table.commit(commits[0])
+    con = connect()
+    source = lake_source(wh, "f")
+    con.execute("SELECT * FROM serving_build(?)", [source]).fetchall()
+    done = 1
+    while done < len(commits):
+        step = rng.randint(1, 3)
+        for rows in commits[done : done + step]:
+            table.commit(rows)
+        done += step
+        snapshot = con.execute("SELECT lake_snapshot FROM serving_refresh(?)", [source]).fetchone()[0]
+        assert snapshot == min(done, len(commits))
+        assert_serves(con, merged_after(engine, commits[:done]), f"{engine} seed {seed} after {done} commits")
+
+
+def test_several_versions_of_one_order_in_one_commit_merge_in_order(tmp_path):
+    """partial-update: the last non-NULL value of each column wins, also among the rows of one
+    commit; deduplicate: the last row wins, a last -D deletes."""
+    wh = Warehouse(tmp_path / "wh")
+    pu, dd = create_orders(wh, "pu", "partial-update"), create_orders(wh, "dd", "deduplicate")
+    base = random_lake_commits(random.Random(5), "partial-update", 0, first=50)[0]
+    pu.commit(base)
+    dd.commit([{**r, "op": "+I"} for r in base])
+    cons = {}
+    for name in ("pu", "dd"):
+        cons[name] = connect()
+        cons[name].execute("SELECT * FROM serving_build(?)", [lake_source(wh, name)]).fetchall()
+    a, b = base[0], base[1]
+    pu_rows = [
+        {"order_id": a["order_id"], "company": "acme", "order_day": None, "revenue": 7},
+        {"order_id": a["order_id"], "company": None, "order_day": None, "revenue": 9},
+        {"order_id": 1000, "company": "globex", "order_day": a["order_day"], "revenue": None},
+        {"order_id": 1000, "company": None, "order_day": None, "revenue": 11},
+    ]
+    pu.commit(pu_rows)
+    dd_rows = [
+        {**a, "revenue": 1, "op": "+U"},
+        {**a, "revenue": 2, "op": "+U"},
+        {**b, "op": "+U"},
+        {**b, "op": "-D"},
+        {**b, "revenue": 3, "op": "-D"},
+    ]
+    dd.commit(dd_rows)
+    for name, table in (("pu", pu), ("dd", dd)):
+        cons[name].execute("SELECT * FROM serving_refresh(?)", [lake_source(wh, name)]).fetchall()
+        engine = "partial-update" if name == "pu" else "deduplicate"
+        assert_serves(cons[name], merged_after(engine, table.commits), name)
+    got = cons["pu"].execute("SELECT company, revenue FROM fct_orders WHERE order_id = ?", [a["order_id"]]).fetchone()
+    assert got == ("acme", 9)
+    assert cons["dd"].execute("SELECT count(*) FROM fct_orders WHERE order_id = ?", [b["order_id"]]).fetchone() == (0,)
+
+
+def move_data_files(table_dir: Path, to: Path) -> list[tuple[Path, Path]]:
+    moved = []
+    for f in sorted(table_dir.glob("bucket-*/*")):
+        target = to / f.relative_to(table_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(f, target)
+        moved.append((f, target))
+    assert moved, table_dir
+    return moved
+
+
+@pytest.mark.parametrize("engine", ["partial-update", "deduplicate"])
+def test_the_delta_path_opens_no_data_file_the_build_read(tmp_path, engine):
+    rng = random.Random(7)
+    wh = Warehouse(tmp_path / "wh")
+    table = create_orders(wh, "f", engine)
+    commits = random_lake_commits(rng, engine, 6, first=400)
+    table.commit(commits[0])
+    table.commit(commits[1])
+    con = connect()
+    con.execute("SELECT * FROM serving_build(?)", [lake_source(wh, "f")]).fetchall()
+    move_data_files(Path(wh.path("f")), tmp_path / "away")
+    for rows in commits[2:]:
+        table.commit(rows)
+    con.execute("SELECT * FROM serving_refresh(?)", [lake_source(wh, "f")]).fetchall()
+    assert_serves(con, merged_after(engine, commits), f"{engine} with the built files gone")
+
+
+def test_a_merge_the_delta_path_does_not_take_reads_the_merged_state(tmp_path):
+    """first-row keeps the earliest row: its refresh must read the table's files, so with the
+    build's files gone it fails (the storage's NotFound); with them back it equals the oracle."""
+    rng = random.Random(8)
+    wh = Warehouse(tmp_path / "wh")
+    table = wh.create("f", ORDERS, ["order_id"], {"bucket": "2", "merge-engine": "first-row"})
+    commits = random_lake_commits(rng, "partial-update", 4, first=300)
+    table.commit(commits[0])
+    con = connect()
+    con.execute("SELECT * FROM serving_build(?)", [lake_source(wh, "f")]).fetchall()
+    moved = move_data_files(Path(wh.path("f")), tmp_path / "away")
+    new = [
+        {"order_id": 5000 + i, "company": "acme", "order_day": commits[0][0]["order_day"], "revenue": i}
+        for i in range(5)
+    ]
+    table.commit(new + [{**r, "revenue": 1} for r in commits[0][:5]])
+    with pytest.raises(Exception) as e:
+        con.execute("SELECT * FROM serving_refresh(?)", [lake_source(wh, "f")]).fetchall()
+    assert "serving_refresh" in str(e.value) and "NotFound" in str(e.value), str(e.value)
+    for original, kept in moved:
+        shutil.move(kept, original)
+    con.execute("SELECT * FROM serving_refresh(?)", [lake_source(wh, "f")]).fetchall()
+    merged = [
+        {c: r[c] for c in ("order_id", "company", "order_day", "revenue")}
+        for r in oracle_first_row(table.commits, key="order_id")
+    ]
+    assert_serves(con, merged, "first-row")
