@@ -27,7 +27,7 @@ pub enum Merge {
     PartialUpdate,
 }
 
-/// Most snapshots one refresh merges this way (beyond, the merged-state read is cheaper to reason about).
+/// Most snapshots applied from their changes; further behind, one read of the whole state is cheaper.
 pub const MAX_SNAPSHOTS: i64 = 64;
 
 /// Options that never change which row or value wins a merge: storage, file layout, compaction

@@ -17,6 +17,20 @@ use crate::lake::LakeTable;
 /// The staged rows of the new snapshots (a temp table of our own connection, dropped after).
 const DELTA: &str = "__sh_lake_delta";
 
+/// Whether the snapshots after `since` up to `latest` are few enough and all add rows on top of
+/// the previous state (APPEND, COMPACT): then their changes alone are the difference.
+pub fn additive_since(table: &LakeTable, since: i64, latest: i64) -> Result<bool> {
+    if latest - since > delta::MAX_SNAPSHOTS {
+        return Ok(false);
+    }
+    for id in since + 1..=latest {
+        if !delta::additive(&table.commit_kind(id)?) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Builds the change set `out` from the delta of `since+1..=latest` when the table's merge
 /// allows it; `false` (nothing built) otherwise. `types` are the DuckDB types of the source's
 /// order_id, company, order_day and revenue columns, `positions` their indices in the table.
@@ -31,13 +45,8 @@ pub fn stage_changes(
     let Ok(merge) = delta::plan(&table.options()) else {
         return Ok(false);
     };
-    if latest - since > delta::MAX_SNAPSHOTS {
+    if !additive_since(table, since, latest)? {
         return Ok(false);
-    }
-    for id in since + 1..=latest {
-        if !delta::additive(&table.commit_kind(id)?) {
-            return Ok(false);
-        }
     }
     let Ok(place) = conn.query_row(&format!("SELECT serving_catalog, serving_schema FROM {META}"), [], |r| {
         Ok(Place { catalog: r.get(0)?, schema: r.get(1)? })

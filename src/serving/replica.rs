@@ -280,9 +280,6 @@ pub fn build(
     })
 }
 
-/// At most this many snapshots are applied change by change; further behind, one full read
-/// of the table is cheaper.
-const MAX_INCREMENTAL: i64 = 64;
 /// Where an incremental apply stages the changed rows of the mart table, in arrival order.
 const CHANGES: &str = "__sh_mart_changes";
 /// The keys an incremental apply touches (upserted or deleted).
@@ -292,16 +289,7 @@ const KEYS: &str = "__sh_mart_keys";
 /// compactions, which change no row); an OVERWRITE (a rewrite, a Ray job) drops rows its changes
 /// do not list, so it needs a full read.
 fn incremental(table: &LakeTable, served: i64, latest: i64) -> Result<bool> {
-    if latest - served > MAX_INCREMENTAL {
-        return Ok(false);
-    }
-    for id in served + 1..=latest {
-        let kind = table.commit_kind(id)?;
-        if !kind.eq_ignore_ascii_case("append") && !kind.eq_ignore_ascii_case("compact") {
-            return Ok(false);
-        }
-    }
-    Ok(true)
+    crate::serving::delta::additive_since(table, served, latest)
 }
 
 /// Stages the net effect of snapshots `from..=to` on each group: the last row written for a key
