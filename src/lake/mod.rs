@@ -13,11 +13,11 @@
 //! DuckDB sees the first rows while later splits are still being read, and memory stays bounded
 //! whatever the table's size.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use duckdb::arrow::datatypes::SchemaRef as Schema60;
@@ -298,25 +298,30 @@ fn check_files(dir: &Path) -> std::result::Result<Option<String>, String> {
         for entry in entries.flatten() {
             let p = entry.path();
             let shown = p.strip_prefix(dir).unwrap_or(&p).display().to_string();
-            let meta = match std::fs::metadata(&p) {
-                Ok(meta) => meta,
-                // A writer's temporary file renamed away since the listing: not part of the table.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(format!("cannot read '{shown}': {e}")),
+            let metadata_file = ["schema", "snapshot"].iter().any(|m| p.parent().is_some_and(|d| d.ends_with(m)));
+            // The listing's own file type needs no syscall; a symlink is followed (stat), and
+            // so is a metadata file, whose size is checked.
+            let (is_dir, is_file, len) = match entry.file_type() {
+                Ok(t) if t.is_dir() => (true, false, 0),
+                Ok(t) if t.is_file() && !metadata_file => (false, true, 0),
+                _ => match std::fs::metadata(&p) {
+                    Ok(meta) => (meta.is_dir(), meta.is_file(), meta.len()),
+                    // A writer's temporary file renamed away since the listing: not part of the table.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(format!("cannot read '{shown}': {e}")),
+                },
             };
-            if meta.is_dir() {
+            if is_dir {
                 // Paimon tables are shallow (partitions, buckets); a deep tree is a loop or junk.
                 if depth < 16 {
                     pending.push((p, depth + 1));
                 }
-            } else if !meta.is_file() {
+            } else if !is_file {
                 return Err(format!(
                     "'{shown}' is not a regular file (a FIFO, socket or device cannot be part of a table)"
                 ));
-            } else if meta.len() > MAX_METADATA_BYTES
-                && ["schema", "snapshot"].iter().any(|m| p.parent().is_some_and(|parent| parent.ends_with(m)))
-            {
-                return Err(format!("metadata file '{shown}' is {} bytes, more than Paimon ever writes", meta.len()));
+            } else if metadata_file && len > MAX_METADATA_BYTES {
+                return Err(format!("metadata file '{shown}' is {len} bytes, more than Paimon ever writes"));
             } else if unreadable.is_none()
                 && p.parent().is_some_and(|parent| parent.ends_with("manifest"))
                 && is_orc(&p)
@@ -331,11 +336,32 @@ fn check_files(dir: &Path) -> std::result::Result<Option<String>, String> {
     Ok(unreadable)
 }
 
+/// Whether a manifest file is ORC. Manifests are immutable (a new one gets a new name), so a
+/// file found not to be ORC is remembered: a follower opens its table every tick, and reading
+/// the head of every manifest each time made an open grow with the table's history.
 fn is_orc(file: &Path) -> bool {
     use std::io::Read;
+    static NOT_ORC: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+    let mut known = NOT_ORC.lock().unwrap_or_else(|p| p.into_inner());
+    let known = known.get_or_insert_with(HashSet::new);
+    if known.contains(file) {
+        return false;
+    }
     let mut magic = [0u8; 3];
-    std::fs::File::open(file).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == b"ORC"
+    let read = std::fs::File::open(file).and_then(|mut f| f.read_exact(&mut magic)).is_ok();
+    let orc = read && &magic == b"ORC";
+    // Only a head actually read is remembered (a file being written may be short yet).
+    if read && !orc {
+        if known.len() >= MAX_KNOWN_MANIFESTS {
+            known.clear();
+        }
+        known.insert(file.to_path_buf());
+    }
+    orc
 }
+
+/// How many manifest paths `is_orc` remembers (then it starts over).
+const MAX_KNOWN_MANIFESTS: usize = 100_000;
 
 /// Table options naming features paimon-rust would silently not honour: refused by name.
 fn refuse_unsupported(options: &HashMap<String, String>) -> std::result::Result<(), String> {
