@@ -33,13 +33,13 @@ pub fn additive_since(table: &LakeTable, since: i64, latest: i64) -> Result<bool
 
 /// Builds the change set `out` from the delta of `since+1..=latest` when the table's merge
 /// allows it; `false` (nothing built) otherwise. `types` are the DuckDB types of the source's
-/// order_id, company, order_day and revenue columns, `positions` their indices in the table.
+/// order_id, company, order_day and revenue columns.
 pub fn stage_changes(
     conn: &Connection,
     table: &LakeTable,
     (since, latest): (i64, i64),
     columns: &SourceColumns,
-    (positions, types): ([usize; 4], [&str; 4]),
+    types: [&str; 4],
     out: &str,
 ) -> Result<bool> {
     let Ok(merge) = delta::plan(&table.options()) else {
@@ -54,16 +54,21 @@ pub fn stage_changes(
         return Ok(false);
     };
     let failed = |e: duckdb::Error| Error::duckdb(format!("serving: staging the changes of '{}'", table.path()), &e);
-    let names = [&columns.order_id, &columns.company, &columns.order_day, &columns.revenue].map(|c| quote::ident(c));
+    let wanted = [&columns.order_id, &columns.company, &columns.order_day, &columns.revenue];
+    let names = wanted.map(|c| quote::ident(c));
     let ddl = names.iter().zip(types).map(|(n, t)| format!("{n} {t}")).collect::<Vec<_>>().join(", ");
     conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {DELTA} (rowkind VARCHAR, {ddl})")).map_err(failed)?;
-    // A changes batch is the row kind, then every column of the table in order.
-    let projection: Vec<usize> = std::iter::once(0).chain(positions.iter().map(|p| p + 1)).collect();
     {
         let mut appender = conn.appender(DELTA).map_err(failed)?;
         for item in table.changes(since + 1, latest) {
             let (_, batch) = item?;
-            let batch = batch.project(&projection).map_err(|e| Error::internal("serving_refresh", e.to_string()))?;
+            // A changes batch is the row kind, then the table's columns: taken by name.
+            let schema = batch.schema();
+            let batch = std::iter::once(Ok(0))
+                .chain(wanted.iter().map(|name| schema.index_of(name)))
+                .collect::<std::result::Result<Vec<usize>, _>>()
+                .and_then(|projection| batch.project(&projection))
+                .map_err(|e| Error::internal("serving_refresh", e.to_string()))?;
             appender.append_record_batch(batch).map_err(failed)?;
         }
         appender.flush().map_err(failed)?;

@@ -223,10 +223,8 @@ fn resolve_lake(
                 });
             }
             if let Some(latest) = latest.filter(|&l| l > since) {
-                let positions = wanted.map(|n| schema.index_of(n).expect("matched column exists"));
-                let types = positions.map(|i| described[i].1.as_str());
-                let window = (since, latest);
-                if delta::stage_changes(conn, &table, window, &columns, (positions, types), LAKE_CHANGES)? {
+                let types = wanted.map(|n| described[schema.index_of(n).expect("matched column exists")].1.as_str());
+                if delta::stage_changes(conn, &table, (since, latest), &columns, types, LAKE_CHANGES)? {
                     columns.deleted = Some(quote::ident("deleted"));
                     let relation = LAKE_CHANGES.into();
                     return Ok(ResolvedSource { raw: raw.into(), relation, columns, lake_snapshot: Some(latest) });
