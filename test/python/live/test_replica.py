@@ -276,8 +276,6 @@ def test_olap_with_fact_answers_from_the_lake_fact_on_a_replica(lake, grain):
             got = replica.execute(sql, [company, grain, source, *params.values()]).fetchall()
             assert got == expected(rows, company, grain=grain, **params), (company, params)
     assert_replica_serves(replica, mart, "after serving_olap(fact := ...)")
-    temp = replica.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
-    assert temp == [], temp
 
 
 def test_olap_with_fact_refuses_what_is_not_a_fact(lake):
