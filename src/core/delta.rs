@@ -82,19 +82,21 @@ pub fn plan(options: &HashMap<String, String>) -> Result<Merge, String> {
     }
     let mut keys: Vec<&String> = options.keys().collect();
     keys.sort();
-    for key in keys {
-        let k = key.to_ascii_lowercase();
-        if !HARMLESS.contains(&k.as_str()) && !HARMLESS_PREFIXES.iter().any(|p| k.starts_with(p)) {
-            return Err(format!("option {key}"));
-        }
+    if let Some(key) = keys.into_iter().find(|k| !harmless(&k.to_ascii_lowercase())) {
+        return Err(format!("option {key}"));
     }
     Ok(merge)
+}
+
+/// Whether the (lower-case) option `key` is one that never changes which row or value wins.
+pub fn harmless(key: &str) -> bool {
+    HARMLESS.contains(&key) || HARMLESS_PREFIXES.iter().any(|p| key.starts_with(p))
 }
 
 /// Whether snapshots of these commit kinds carry only rows added on top of the previous state
 /// (an OVERWRITE replaces it: its delta alone says nothing of what vanished).
 pub fn additive(kind: &str) -> bool {
-    matches!(kind, "APPEND" | "COMPACT")
+    kind.eq_ignore_ascii_case("APPEND") || kind.eq_ignore_ascii_case("COMPACT")
 }
 
 #[cfg(test)]

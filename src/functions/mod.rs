@@ -5,6 +5,7 @@ mod glue;
 mod paimon_changelog;
 mod paimon_mart_ddl;
 mod paimon_mart_job;
+mod paimon_read_plan;
 mod paimon_scan;
 mod paimon_snapshots;
 mod paimon_tier_ddl;
@@ -63,6 +64,10 @@ pub fn register_all(con: &Connection, session: &SharedDatabase) -> duckdb::Resul
     con.register_table_function_with_extra_info::<paimon_changelog::PaimonChangelog, _>("paimon_changelog", session)?;
     con.register_table_function_with_extra_info::<Table<paimon_snapshots::PaimonSnapshots>, _>(
         "paimon_snapshots",
+        session,
+    )?;
+    con.register_table_function_with_extra_info::<Table<paimon_read_plan::PaimonReadPlan>, _>(
+        "paimon_read_plan",
         session,
     )?;
     con.register_scalar_function::<paimon_tier_ddl::PaimonTierDdl>("paimon_tier_ddl")?;

@@ -24,6 +24,25 @@ pub struct Bind {
     table: LakeTable,
     schema: SchemaRef,
     threads: usize,
+    /// `reader := 'paimon-rust'`: every split read by paimon-rust (the reference reader).
+    paimon_only: bool,
+}
+
+/// The `reader` named parameter: `native` (the default: the native path where it applies,
+/// paimon-rust elsewhere) or `paimon-rust`.
+pub fn reader_param(bind: &BindInfo, function: &'static str) -> Result<bool, Error> {
+    let Some(v) = bind.get_named_parameter("reader").filter(|v| !v.is_null()) else { return Ok(false) };
+    let text = super::glue::value::text_arg(&v, function, "reader")?;
+    match text.to_ascii_lowercase().as_str() {
+        "native" => Ok(false),
+        "paimon-rust" => Ok(true),
+        _ => Err(Error::BadArgument {
+            function,
+            parameter: "reader",
+            value: text,
+            problem: "the reader is 'native' (the default) or 'paimon-rust'".into(),
+        }),
+    }
 }
 
 /// What DuckDB asks for, column by column: a table column, or a row id it only counts.
@@ -47,7 +66,8 @@ impl VTab for PaimonScan {
             }
             let schema = table.schema()?;
             lake_batches::declare(bind, NAME, &schema)?;
-            Ok(Bind { table, schema, threads: super::glue::settings::threads(bind) })
+            let paimon_only = reader_param(bind, NAME)?;
+            Ok(Bind { table, schema, threads: super::glue::settings::threads(bind), paimon_only })
         })
     }
 
@@ -67,8 +87,11 @@ impl VTab for PaimonScan {
                 // Only rows are counted: read the narrowest thing that still yields every row.
                 names.push(bind.table.first_key_column().unwrap_or_else(|| bind.schema.field(0).name().clone()));
             }
-            let scan = bind.table.scan(None, None, Some(names.clone()))?;
-            let threads = bind.threads.min(scan.splits()).max(1);
+            let mut scan = bind.table.scan(None, None, Some(names.clone()))?;
+            if bind.paimon_only {
+                scan = scan.paimon_only();
+            }
+            let threads = bind.threads.min(scan.units()).max(1);
             init.set_max_threads(threads as u64);
             let stream = scan.stream(threads);
             let positions: Vec<Option<usize>> = wanted
@@ -118,6 +141,7 @@ impl VTab for PaimonScan {
         Some(vec![
             ("snapshot".into(), LogicalTypeHandle::from(LogicalTypeId::Bigint)),
             (lake_batches::OPTIONS.into(), lake_batches::options_type()),
+            ("reader".into(), LogicalTypeHandle::from(LogicalTypeId::Varchar)),
         ])
     }
 }

@@ -30,6 +30,7 @@ use paimon::table::DataSplit;
 use paimon::table::SchemaManager;
 use paimon::{IncrementalScanMode, Table};
 
+pub mod native;
 mod write;
 
 pub use write::{NewTable, RowKind};
@@ -486,7 +487,7 @@ impl LakeTable {
         Ok(snapshot.time_millis() as i64)
     }
 
-    /// The commit kind of snapshot `id` (`Append`, `Compact`, `Overwrite`, ...).
+    /// The commit kind of snapshot `id` (`APPEND`, `COMPACT`, `OVERWRITE`, ...).
     pub fn commit_kind(&self, id: i64) -> Result<String> {
         let snapshot = self.place.block_on(self.remote, self.table.snapshot_manager().get_snapshot(id))?;
         Ok(format!("{:?}", snapshot.commit_kind()))
@@ -578,6 +579,7 @@ impl LakeTable {
                 filter: None,
                 place: self.place.clone(),
                 remote: self.remote,
+                native: true,
             });
         };
         let filter = keys.and_then(|(key, keys)| self.key_filter(key, keys));
@@ -611,6 +613,7 @@ impl LakeTable {
             filter,
             place: self.place.clone(),
             remote: self.remote,
+            native: true,
         })
     }
 
@@ -720,29 +723,121 @@ pub struct Scan {
     filter: Option<Predicate>,
     place: Site,
     remote: bool,
+    /// Whether splits the native path can read are read by it (else all by paimon-rust).
+    native: bool,
+}
+
+/// How one split of a planned read is read (`paimon_read_plan`).
+#[derive(Debug, Clone)]
+pub struct SplitRoute {
+    /// The bucket's directory, relative to the table's.
+    pub bucket_path: String,
+    pub bucket: i32,
+    pub files: usize,
+    pub runs: usize,
+    pub reader: &'static str,
+    pub reason: Option<String>,
+}
+
+/// What the native path needs of a planned read, resolved once.
+struct NativeRead {
+    facts: native::Facts,
+    shape: native::Shape,
+    batch_size: usize,
 }
 
 impl Scan {
-    pub fn splits(&self) -> usize {
-        self.splits.len()
+    /// Reads every split with paimon-rust's reader (`reader := 'paimon-rust'`): the reference
+    /// the native path is tested and benchmarked against.
+    pub fn paimon_only(mut self) -> Scan {
+        self.native = false;
+        self
     }
 
-    /// Reads the splits on up to `threads` reader threads, each split whole on one thread.
+    fn native_read(&self) -> Result<Option<NativeRead>> {
+        let Some(table) = &self.table else { return Ok(None) };
+        let schema = table.schema();
+        let target = paimon::arrow::build_target_arrow_schema(schema.fields()).map_err(|e| self.place.paimon_err(e))?;
+        let field = |name: &str| target.field_with_name(name).ok().cloned();
+        let keys: Vec<arrow_schema::Field> = schema.primary_keys().iter().filter_map(|k| field(k)).collect();
+        let outputs: Vec<arrow_schema::Field> = match &self.columns {
+            Some(names) => names.iter().filter_map(|n| field(n)).collect(),
+            None => target.fields().iter().map(|f| f.as_ref().clone()).collect(),
+        };
+        let options = schema.options();
+        let facts = native::Facts {
+            schema_id: schema.id(),
+            key_types: keys.iter().map(|f| f.data_type().clone()).collect(),
+            deletion_vectors: options.get("deletion-vectors.enabled").is_some_and(|v| v.eq_ignore_ascii_case("true")),
+            remote: self.remote,
+            engine: native::Facts::engine(options, !keys.is_empty()),
+        };
+        let batch_size = options
+            .get("read.batch-size")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(crate::core::VECTOR_SIZE)
+            .max(crate::core::VECTOR_SIZE);
+        Ok(Some(NativeRead { facts, shape: native::Shape { outputs, keys }, batch_size }))
+    }
+
+    /// Each split's route: what reads it, and why paimon-rust does where it does.
+    pub fn routes(&self) -> Result<Vec<SplitRoute>> {
+        let read = self.native_read()?;
+        Ok(self
+            .splits
+            .iter()
+            .map(|split| {
+                let (route, runs) = match (&read, self.native) {
+                    (Some(r), true) => native::route(split, &r.facts),
+                    _ => (native::Route::PaimonRust("reader := 'paimon-rust'".into()), Vec::new()),
+                };
+                let root = table_root(self.table.as_ref());
+                SplitRoute {
+                    bucket_path: split.bucket_path().strip_prefix(&root).unwrap_or(split.bucket_path()).to_string(),
+                    bucket: split.bucket(),
+                    files: split.data_files().len(),
+                    runs: runs.len(),
+                    reader: route.name(),
+                    reason: route.reason().map(str::to_string),
+                }
+            })
+            .collect())
+    }
+
+    /// How many independent pieces the read has (threads beyond that would idle).
+    pub fn units(&self) -> usize {
+        match self.native_read() {
+            Ok(Some(r)) if self.native => native::units(self.splits.clone(), &r.facts, true).len(),
+            _ => self.splits.len(),
+        }
+    }
+
+    /// Reads the planned work on up to `threads` reader threads, one unit (a split, or a file
+    /// of a split the native path reads) at a time each.
     pub fn stream(self, threads: usize) -> BatchStream<Batch60> {
-        let threads = threads.clamp(1, self.splits.len().max(1));
-        let (tx, mut stream) = BatchStream::channel(threads + 1);
+        let (tx, mut stream) = BatchStream::channel(threads.max(1) + 1);
+        let read = match self.native_read() {
+            Ok(r) => r,
+            Err(e) => {
+                stream.failed = Some(e);
+                return stream;
+            }
+        };
         let Some(table) = self.table else { return stream };
-        let shared = Arc::new((table, self.splits, self.columns, self.filter, AtomicUsize::new(0)));
+        let units = match &read {
+            Some(r) => native::units(self.splits, &r.facts, self.native),
+            None => Vec::new(),
+        };
+        let threads = threads.clamp(1, units.len().max(1));
+        let shared = Arc::new((table, units, self.columns, self.filter, AtomicUsize::new(0), read));
         for _ in 0..threads {
             let shared = shared.clone();
             let place = self.place.clone();
             let remote = self.remote;
             spawn_reader(&self.place, &mut stream, tx.clone(), move |tx| {
-                let (table, splits, columns, filter, next) = &*shared;
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(split) = splits.get(i) else { return };
-                    let sent = run_stream(&place, remote, &tx, Ok, async {
+                let (table, units, columns, filter, next, read) = &*shared;
+                let paimon = |split: &DataSplit| {
+                    run_stream(&place, remote, &tx, Ok, async {
                         let mut rb = table.new_read_builder();
                         if let Some(columns) = columns {
                             let names: Vec<&str> = columns.iter().map(String::as_str).collect();
@@ -752,7 +847,36 @@ impl Scan {
                             rb.with_filter(filter.clone());
                         }
                         rb.new_read()?.to_arrow(std::slice::from_ref(split))
-                    });
+                    })
+                };
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let sent = match units.get(i) {
+                        None => return,
+                        Some(native::Unit::Paimon(split)) => paimon(split),
+                        Some(native::Unit::Native { split, runs, merge }) => {
+                            let read = read.as_ref().expect("native units come with their read");
+                            let engine = read.facts.engine.clone().unwrap_or(native::Engine::Deduplicate);
+                            let deleted = |f: usize| deleted_rows(split, f);
+                            match native::open_unit(split, runs, *merge, &read.shape, engine, read.batch_size, &deleted)
+                            {
+                                Ok(batches) => send_native(&place, &tx, batches),
+                                Err(native::decode::Refusal::Unsupported(_)) => {
+                                    match native::fallback_split(split, runs) {
+                                        Ok(s) => paimon(&s),
+                                        Err(e) => {
+                                            tx.send(Err(place.paimon_err(e)));
+                                            false
+                                        }
+                                    }
+                                }
+                                Err(native::decode::Refusal::Failed(e)) => {
+                                    tx.send(Err(place.err(e)));
+                                    false
+                                }
+                            }
+                        }
+                    };
                     if !sent {
                         return;
                     }
@@ -761,6 +885,46 @@ impl Scan {
         }
         stream
     }
+}
+
+/// A table's location as its bucket paths begin (with the trailing slash).
+fn table_root(table: Option<&Table>) -> String {
+    table.map(|t| format!("{}/", t.location().trim_end_matches('/'))).unwrap_or_default()
+}
+
+/// The deleted row positions of file `f` of `split` (its deletion vector), if it has one.
+fn deleted_rows(split: &DataSplit, f: usize) -> std::result::Result<Option<Vec<u64>>, String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Some(df) = split.deletion_file_for_data_file_index(f) else { return Ok(None) };
+    let path = df.path();
+    let local = path.strip_prefix("file://").or_else(|| path.strip_prefix("file:")).unwrap_or(path);
+    let cannot = |e: std::io::Error| format!("cannot read the deletion vector file {local}: {e}");
+    let mut file = std::fs::File::open(local).map_err(cannot)?;
+    let offset =
+        u64::try_from(df.offset()).map_err(|_| format!("deletion vector offset {} is negative", df.offset()))?;
+    let length =
+        u64::try_from(df.length()).map_err(|_| format!("deletion vector length {} is negative", df.length()))?;
+    file.seek(SeekFrom::Start(offset)).map_err(cannot)?;
+    // A v1 entry is followed by 8 bytes its length does not count; a v2 entry counts them.
+    let mut bytes = Vec::new();
+    file.take(length.saturating_add(8)).read_to_end(&mut bytes).map_err(cannot)?;
+    native::decode::deletion_positions(&bytes).map(Some)
+}
+
+/// Sends a native unit's batches; false when the reader should stop.
+fn send_native(place: &Site, tx: &Sender<Batch60>, batches: native::Batches) -> bool {
+    for batch in batches {
+        let item = match batch {
+            Ok(b) if b.num_rows() == 0 => continue,
+            Ok(b) => to_arrow60(&b).map_err(|e| place.err(e)),
+            Err(e) => Err(place.err(e)),
+        };
+        let failed = item.is_err();
+        if !tx.send(item) || failed {
+            return false;
+        }
+    }
+    true
 }
 
 /// Batches read by reader threads, in the order they arrive. Dropping it stops the readers
@@ -800,6 +964,13 @@ struct Sender<T> {
     cancel: Arc<AtomicBool>,
 }
 
+impl<T> Sender<T> {
+    /// Hands one item on; false when the consumer is gone or cancelled.
+    fn send(&self, item: Result<T>) -> bool {
+        !self.cancel.load(Ordering::Relaxed) && self.tx.send(item).is_ok()
+    }
+}
+
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Self {
         Sender { tx: self.tx.clone(), cancel: self.cancel.clone() }
@@ -830,7 +1001,7 @@ fn run_stream<T>(
     wrap: impl Fn(Batch60) -> Result<T>,
     open: impl std::future::Future<Output = paimon::Result<paimon::table::ArrowRecordBatchStream>>,
 ) -> bool {
-    let send = |item: Result<T>| !tx.cancel.load(Ordering::Relaxed) && tx.tx.send(item).is_ok();
+    let send = |item: Result<T>| tx.send(item);
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -1,0 +1,562 @@
+//! The merge of a bucket's sorted runs into its merged state, column by column.
+//!
+//! Every data file of a primary-key table is sorted by key; a bucket's files form sorted runs
+//! (each level-0 file one run, each deeper level one run). Rows are merged in rounds: the
+//! round's *bound* is the smallest "last key of the loaded batch" over the runs still to be
+//! read, so every row with a key below it has all its versions loaded. Those rows are ordered
+//! by (key, sequence, add-after-retract) — a stable sort over inputs that are already sorted
+//! runs, so it costs a merge, not a sort — and each key's group picks its winning row (per
+//! column for partial-update). Winners are gathered with Arrow's `interleave`, one call per
+//! column per round: nothing is allocated per key. A round whose rows are one run's unique
+//! added keys (a single sorted run, the compacted case) is handed on as a zero-copy slice.
+//!
+//! Invariants: memory holds one batch per run (plus the rows of a key that straddles batches);
+//! the rules per engine are those of paimon-rust's reader, which a property test holds us to.
+
+use std::cmp::Ordering;
+use std::collections::VecDeque;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int16Type, Int32Type, Int64Type, Int8Type};
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_row::{RowConverter, Rows, SortField};
+use arrow_schema::{DataType, SchemaRef};
+
+/// Which row of a key's versions wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// The latest version; a latest `-U`/`-D` removes the key.
+    Deduplicate,
+    /// Per column, the latest non-NULL value of the added versions.
+    PartialUpdate { ignore_delete: bool },
+    /// The earliest added version.
+    FirstRow { ignore_delete: bool },
+}
+
+/// Where the merge finds its inputs in a batch's columns: the first `outputs` columns are the
+/// result, then any key columns not asked for, the sequence number and the row kind.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub outputs: usize,
+    pub keys: Vec<usize>,
+    pub seq: usize,
+    pub kind: usize,
+}
+
+/// A source of one run's batches, in key order.
+pub type Run = Box<dyn Iterator<Item = Result<RecordBatch, String>> + Send>;
+
+/// A single integer key compares as i64; anything else through Arrow's row format.
+enum Keys {
+    Int(Vec<i64>),
+    Rows(Rows),
+}
+
+/// One loaded batch of a run, with its rows from `start` on still to merge.
+struct Loaded {
+    batch: RecordBatch,
+    keys: Keys,
+    start: usize,
+}
+
+impl Loaded {
+    fn len(&self) -> usize {
+        self.batch.num_rows()
+    }
+
+    fn cmp_rows(&self, i: usize, other: &Loaded, j: usize) -> Ordering {
+        match (&self.keys, &other.keys) {
+            (Keys::Int(a), Keys::Int(b)) => a[i].cmp(&b[j]),
+            (Keys::Rows(a), Keys::Rows(b)) => a.row(i).cmp(&b.row(j)),
+            _ => unreachable!("one merge uses one key encoding"),
+        }
+    }
+}
+
+struct RunState {
+    source: Run,
+    pending: VecDeque<Loaded>,
+    exhausted: bool,
+}
+
+impl RunState {
+    fn remaining(&self) -> bool {
+        self.pending.iter().any(|l| l.start < l.len())
+    }
+    fn last(&self) -> Option<(&Loaded, usize)> {
+        self.pending.back().filter(|l| l.len() > 0).map(|l| (l, l.len() - 1))
+    }
+}
+
+/// One row version in a round.
+#[derive(Clone, Copy)]
+struct Entry {
+    key: i64,
+    seq: i64,
+    add: bool,
+    src: u32,
+    row: u32,
+}
+
+pub struct Merger {
+    runs: Vec<RunState>,
+    layout: Layout,
+    engine: Engine,
+    schema: SchemaRef,
+    converter: Option<RowConverter>,
+    int_key: bool,
+    failed: bool,
+}
+
+/// The key encoding for these key column types: `true` for one integer column.
+pub fn int_key(types: &[DataType]) -> bool {
+    matches!(types, [DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::Date32])
+}
+
+fn int_values(col: &dyn Array) -> Result<Vec<i64>, String> {
+    Ok(match col.data_type() {
+        DataType::Int8 => col.as_primitive::<Int8Type>().values().iter().map(|&v| v as i64).collect(),
+        DataType::Int16 => col.as_primitive::<Int16Type>().values().iter().map(|&v| v as i64).collect(),
+        DataType::Int32 | DataType::Date32 => {
+            col.as_primitive::<Int32Type>().values().iter().map(|&v| v as i64).collect()
+        }
+        DataType::Int64 => col.as_primitive::<Int64Type>().values().to_vec(),
+        other => return Err(format!("key column of type {other} read as an integer")),
+    })
+}
+
+fn is_add(kinds: &dyn Array, row: usize) -> bool {
+    // Paimon's row kinds: 0 +I, 1 -U, 2 +U, 3 -D.
+    matches!(kinds.as_primitive::<Int8Type>().value(row), 0 | 2)
+}
+
+impl Merger {
+    /// `schema`: the result's columns (the first `layout.outputs` of every input batch).
+    pub fn new(runs: Vec<Run>, layout: Layout, engine: Engine, key_types: &[DataType], schema: SchemaRef) -> Merger {
+        let int_key = int_key(key_types);
+        let converter = if int_key {
+            None
+        } else {
+            RowConverter::new(key_types.iter().map(|t| SortField::new(t.clone())).collect()).ok()
+        };
+        let runs =
+            runs.into_iter().map(|source| RunState { source, pending: VecDeque::new(), exhausted: false }).collect();
+        Merger { runs, layout, engine, schema, converter, int_key, failed: false }
+    }
+
+    fn encode(&self, batch: &RecordBatch) -> Result<Keys, String> {
+        if self.int_key {
+            return int_values(batch.column(self.layout.keys[0]).as_ref()).map(Keys::Int);
+        }
+        let converter = self.converter.as_ref().ok_or("the key columns have no row encoding")?;
+        let cols: Vec<ArrayRef> = self.layout.keys.iter().map(|&k| batch.column(k).clone()).collect();
+        converter.convert_columns(&cols).map(Keys::Rows).map_err(|e| e.to_string())
+    }
+
+    /// Loads batches into run `r` until it has rows to merge or ends.
+    fn fill(&mut self, r: usize) -> Result<(), String> {
+        while !self.runs[r].exhausted && !self.runs[r].remaining() {
+            self.load(r)?;
+        }
+        Ok(())
+    }
+
+    fn load(&mut self, r: usize) -> Result<(), String> {
+        match self.runs[r].source.next() {
+            None => self.runs[r].exhausted = true,
+            Some(batch) => {
+                let batch = batch?;
+                if batch.num_rows() > 0 {
+                    let keys = self.encode(&batch)?;
+                    self.runs[r].pending.push_back(Loaded { batch, keys, start: 0 });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One round: merges every row below the bound; None when all runs are done.
+    fn round(&mut self) -> Result<Option<RecordBatch>, String> {
+        loop {
+            for r in 0..self.runs.len() {
+                self.fill(r)?;
+                let run = &mut self.runs[r];
+                while run.pending.front().is_some_and(|l| l.start >= l.len()) {
+                    run.pending.pop_front();
+                }
+            }
+            if self.runs.iter().all(|r| r.pending.is_empty()) {
+                return Ok(None);
+            }
+            // The bound: the least last-loaded key over the runs that may hold more rows.
+            let mut bound: Option<(usize, usize)> = None;
+            for (r, run) in self.runs.iter().enumerate() {
+                if run.exhausted {
+                    continue;
+                }
+                if let Some((l, i)) = run.last() {
+                    let better = match bound {
+                        None => true,
+                        Some((br, _)) => {
+                            let (bl, bi) = self.runs[br].last().expect("bound run has a batch");
+                            l.cmp_rows(i, bl, bi) == Ordering::Less
+                        }
+                    };
+                    if better {
+                        bound = Some((r, i));
+                    }
+                }
+            }
+            // Per run and pending batch: how many rows lie below the bound.
+            let mut ends: Vec<Vec<usize>> = Vec::with_capacity(self.runs.len());
+            let mut any = false;
+            for run in &self.runs {
+                let mut per = Vec::with_capacity(run.pending.len());
+                for l in &run.pending {
+                    let end = match bound {
+                        None => l.len(),
+                        Some((br, bi)) => {
+                            let bl = self.runs[br].pending.back().expect("bound run has a batch");
+                            l.start + partition(l, bl, bi)
+                        }
+                    };
+                    any |= end > l.start;
+                    per.push(end);
+                }
+                ends.push(per);
+            }
+            if !any {
+                // Only rows equal to the bound remain below it: read further in the runs that set it.
+                let (br, bi) = bound.expect("rows remain, so a run bounds them");
+                let limit: Vec<usize> = (0..self.runs.len())
+                    .filter(|&r| {
+                        let run = &self.runs[r];
+                        !run.exhausted
+                            && run.last().is_some_and(|(l, i)| {
+                                l.cmp_rows(i, self.runs[br].pending.back().expect("bound batch"), bi) == Ordering::Equal
+                            })
+                    })
+                    .collect();
+                for r in limit {
+                    self.load(r)?;
+                }
+                continue;
+            }
+            let out = self.merge_below(&ends)?;
+            for (run, per) in self.runs.iter_mut().zip(&ends) {
+                for (l, &end) in run.pending.iter_mut().zip(per) {
+                    l.start = end;
+                }
+            }
+            if let Some(batch) = out {
+                return Ok(Some(batch));
+            }
+        }
+    }
+
+    /// Merges the rows `[start, end)` of every pending batch; None when no key survives.
+    fn merge_below(&self, ends: &[Vec<usize>]) -> Result<Option<RecordBatch>, String> {
+        let mut srcs: Vec<(&Loaded, usize)> = Vec::new();
+        for (run, per) in self.runs.iter().zip(ends) {
+            for (l, &end) in run.pending.iter().zip(per) {
+                if end > l.start {
+                    srcs.push((l, end));
+                }
+            }
+        }
+        // A single run's unique, added keys are already the merged state.
+        if let [(l, end)] = srcs[..] {
+            if self.unique_adds(l, end) {
+                let slice = l.batch.slice(l.start, end - l.start);
+                return Ok(Some(self.project(&slice)?));
+            }
+        }
+        let mut entries: Vec<Entry> = Vec::with_capacity(srcs.iter().map(|(l, e)| e - l.start).sum());
+        for (s, (l, end)) in srcs.iter().enumerate() {
+            let seq = l.batch.column(self.layout.seq).as_primitive::<Int64Type>();
+            let kind = l.batch.column(self.layout.kind).as_ref();
+            for row in l.start..*end {
+                let key = match &l.keys {
+                    Keys::Int(k) => k[row],
+                    Keys::Rows(_) => 0,
+                };
+                entries.push(Entry {
+                    key,
+                    seq: seq.value(row),
+                    add: is_add(kind, row),
+                    src: s as u32,
+                    row: row as u32,
+                });
+            }
+        }
+        let same_key = |a: &Entry, b: &Entry| -> Ordering {
+            if self.int_key {
+                a.key.cmp(&b.key)
+            } else {
+                srcs[a.src as usize].0.cmp_rows(a.row as usize, srcs[b.src as usize].0, b.row as usize)
+            }
+        };
+        // Stable: versions with equal (key, sequence, kind) keep their run order.
+        entries.sort_by(|a, b| same_key(a, b).then(a.seq.cmp(&b.seq)).then(a.add.cmp(&b.add)));
+        let batches: Vec<&RecordBatch> = srcs.iter().map(|(l, _)| &l.batch).collect();
+        let mut picks: Vec<(usize, usize)> = Vec::new();
+        // Partial-update: each key's added versions, as ranges of `adds`.
+        let mut adds: Vec<(usize, usize)> = Vec::new();
+        let mut groups: Vec<(usize, usize)> = Vec::new();
+        let mut g = 0;
+        while g < entries.len() {
+            let mut h = g + 1;
+            while h < entries.len() && same_key(&entries[g], &entries[h]) == Ordering::Equal {
+                h += 1;
+            }
+            let group = &entries[g..h];
+            let at = |e: &Entry| (e.src as usize, e.row as usize);
+            match self.engine {
+                Engine::Deduplicate => {
+                    let last = group[group.len() - 1];
+                    if last.add {
+                        picks.push(at(&last));
+                    }
+                }
+                Engine::FirstRow { ignore_delete } => {
+                    if !ignore_delete && group.iter().any(|e| !e.add) {
+                        return Err("merge-engine=first-row does not support DELETE or UPDATE_BEFORE rows; set \
+                                    ignore-delete=true to ignore them"
+                            .into());
+                    }
+                    if let Some(first) = group.iter().find(|e| e.add) {
+                        picks.push(at(first));
+                    }
+                }
+                Engine::PartialUpdate { ignore_delete } => {
+                    if group.len() == 1 {
+                        if group[0].add {
+                            picks.push(at(&group[0]));
+                            groups.push((adds.len(), adds.len() + 1));
+                            adds.push(at(&group[0]));
+                        }
+                    } else {
+                        if !ignore_delete && group.iter().any(|e| !e.add) {
+                            return Err("merge-engine=partial-update does not support DELETE or UPDATE_BEFORE \
+                                        without ignore-delete, sequence-group, or remove-record-on-delete"
+                                .into());
+                        }
+                        let from = adds.len();
+                        adds.extend(group.iter().filter(|e| e.add).map(at));
+                        if adds.len() > from {
+                            picks.push(adds[adds.len() - 1]);
+                            groups.push((from, adds.len()));
+                        }
+                    }
+                }
+            }
+            g = h;
+        }
+        if picks.is_empty() {
+            return Ok(None);
+        }
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.layout.outputs);
+        for c in 0..self.layout.outputs {
+            let values: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
+            let nulls = values.iter().any(|v| v.null_count() > 0);
+            let column = if matches!(self.engine, Engine::PartialUpdate { .. }) && nulls {
+                // The latest non-NULL value of each key's added versions (NULL when none).
+                let per: Vec<(usize, usize)> = groups
+                    .iter()
+                    .map(|&(from, to)| {
+                        adds[from..to]
+                            .iter()
+                            .rev()
+                            .find(|&&(s, r)| values[s].is_valid(r))
+                            .copied()
+                            .unwrap_or(adds[to - 1])
+                    })
+                    .collect();
+                arrow_select::interleave::interleave(&values, &per)
+            } else {
+                arrow_select::interleave::interleave(&values, &picks)
+            };
+            columns.push(column.map_err(|e| format!("gathering merged rows: {e}"))?);
+        }
+        RecordBatch::try_new(self.schema.clone(), columns).map(Some).map_err(|e| format!("building merged rows: {e}"))
+    }
+
+    /// Whether rows `[start, end)` of one batch hold strictly increasing keys, all added.
+    fn unique_adds(&self, l: &Loaded, end: usize) -> bool {
+        let kinds = l.batch.column(self.layout.kind).as_primitive::<Int8Type>();
+        let adds = kinds.values()[l.start..end].iter().all(|&k| k == 0 || k == 2);
+        adds && match &l.keys {
+            Keys::Int(k) => k[l.start..end].windows(2).all(|w| w[0] < w[1]),
+            Keys::Rows(rows) => (l.start + 1..end).all(|i| rows.row(i - 1) < rows.row(i)),
+        }
+    }
+
+    fn project(&self, batch: &RecordBatch) -> Result<RecordBatch, String> {
+        let columns: Vec<ArrayRef> = batch.columns()[..self.layout.outputs].to_vec();
+        RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| e.to_string())
+    }
+}
+
+/// How many rows of `l` from its start have a key below row `bi` of `bound`.
+fn partition(l: &Loaded, bound: &Loaded, bi: usize) -> usize {
+    let (mut lo, mut hi) = (l.start, l.len());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if l.cmp_rows(mid, bound, bi) == Ordering::Less {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo - l.start
+}
+
+impl Iterator for Merger {
+    type Item = Result<RecordBatch, String>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        match self.round() {
+            Ok(batch) => batch.map(Ok),
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, Int8Array, StringArray};
+    use arrow_schema::{Field, Schema};
+
+    use super::*;
+
+    /// One version: key, sequence, row kind, value.
+    type Version = (i64, i64, i8, Option<&'static str>);
+
+    /// The versions of one run, cut into batches of `size` rows.
+    fn run(rows: &[Version], size: usize) -> Run {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("v", DataType::Utf8, true),
+            Field::new("_SEQUENCE_NUMBER", DataType::Int64, false),
+            Field::new("_VALUE_KIND", DataType::Int8, false),
+        ]));
+        let batches: Vec<Result<RecordBatch, String>> = rows
+            .chunks(size)
+            .map(|c| {
+                let cols: Vec<ArrayRef> = vec![
+                    Arc::new(Int64Array::from(c.iter().map(|r| r.0).collect::<Vec<_>>())),
+                    Arc::new(StringArray::from(c.iter().map(|r| r.3).collect::<Vec<_>>())),
+                    Arc::new(Int64Array::from(c.iter().map(|r| r.1).collect::<Vec<_>>())),
+                    Arc::new(Int8Array::from(c.iter().map(|r| r.2).collect::<Vec<_>>())),
+                ];
+                Ok(RecordBatch::try_new(schema.clone(), cols).unwrap())
+            })
+            .collect();
+        Box::new(batches.into_iter())
+    }
+
+    fn merged(runs: Vec<Run>, engine: Engine) -> Result<BTreeMap<i64, Option<String>>, String> {
+        let schema =
+            Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false), Field::new("v", DataType::Utf8, true)]));
+        let layout = Layout { outputs: 2, keys: vec![0], seq: 2, kind: 3 };
+        let mut out = BTreeMap::new();
+        for batch in Merger::new(runs, layout, engine, &[DataType::Int64], schema) {
+            let batch = batch?;
+            let k = batch.column(0).as_primitive::<Int64Type>();
+            let v = batch.column(1).as_string::<i32>();
+            for i in 0..batch.num_rows() {
+                let value = v.is_valid(i).then(|| v.value(i).to_string());
+                assert!(out.insert(k.value(i), value).is_none(), "key {} emitted twice", k.value(i));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Pseudo-random runs: each a sorted run of unique keys, later runs with higher sequences.
+    fn runs(seed: u64, n: usize) -> Vec<Vec<Version>> {
+        let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let values = [Some("a"), Some("b"), None, Some("ccccccccccccccccccc")];
+        let mut seq = 0;
+        (0..n)
+            .map(|_| {
+                let mut keys: Vec<i64> = (0..(next() % 60) as usize).map(|_| (next() % 80) as i64).collect();
+                keys.sort_unstable();
+                keys.dedup();
+                keys.into_iter()
+                    .map(|k| {
+                        seq += 1;
+                        let kind = [0i8, 0, 0, 2, 1, 3][(next() % 6) as usize];
+                        (k, seq, kind, values[(next() % 4) as usize])
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_engine_equals_a_replay_of_the_versions_in_sequence_order() {
+        for seed in 0..200u64 {
+            let data = runs(seed, 1 + (seed % 5) as usize);
+            let size = 1 + (seed % 7) as usize;
+            let mut all: Vec<_> = data.iter().flatten().copied().collect();
+            all.sort_by_key(|r| r.1);
+            let mut dedup = BTreeMap::new();
+            let mut first = BTreeMap::new();
+            let mut partial: BTreeMap<i64, Option<String>> = BTreeMap::new();
+            for &(k, _, kind, v) in &all {
+                let add = kind == 0 || kind == 2;
+                if add {
+                    dedup.insert(k, v.map(str::to_string));
+                    first.entry(k).or_insert(v.map(str::to_string));
+                    let cur = partial.entry(k).or_insert(None);
+                    if v.is_some() {
+                        *cur = v.map(str::to_string);
+                    }
+                } else {
+                    dedup.remove(&k);
+                }
+            }
+            let make = || data.iter().map(|r| run(r, size)).collect::<Vec<_>>();
+            assert_eq!(merged(make(), Engine::Deduplicate).unwrap(), dedup, "seed {seed}");
+            assert_eq!(merged(make(), Engine::FirstRow { ignore_delete: true }).unwrap(), first, "seed {seed}");
+            let pu = merged(make(), Engine::PartialUpdate { ignore_delete: true }).unwrap();
+            assert_eq!(pu, partial, "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn retractions_without_ignore_delete_are_refused_like_paimon() {
+        let data = [vec![(1, 1, 0, Some("a"))], vec![(1, 2, 3, None)]];
+        let make = || data.iter().map(|r| run(r, 4)).collect::<Vec<_>>();
+        let e = merged(make(), Engine::FirstRow { ignore_delete: false }).unwrap_err();
+        assert!(e.contains("first-row does not support DELETE"), "{e}");
+        let e = merged(make(), Engine::PartialUpdate { ignore_delete: false }).unwrap_err();
+        assert!(e.contains("partial-update does not support DELETE"), "{e}");
+        assert!(merged(make(), Engine::Deduplicate).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_single_sorted_run_passes_through_and_duplicates_in_it_are_merged() {
+        let unique: Vec<_> = (0..10).map(|k| (k, k + 1, 0i8, Some("x"))).collect();
+        assert_eq!(merged(vec![run(&unique, 3)], Engine::Deduplicate).unwrap().len(), 10);
+        // One file holding two versions of a key, across a batch boundary.
+        let dup = [(1, 1, 0i8, Some("old")), (2, 2, 0, Some("x")), (2, 3, 0, Some("new")), (3, 4, 0, None)];
+        let got = merged(vec![run(&dup, 2)], Engine::Deduplicate).unwrap();
+        assert_eq!(got.get(&2), Some(&Some("new".to_string())));
+        assert_eq!(got.len(), 3);
+    }
+}

@@ -1,0 +1,334 @@
+//! The lake's own data path: paimon-rust plans a read (snapshot, manifests, splits with their
+//! files, levels and deletion vectors); this module reads the planned files itself.
+//!
+//! Per split it decides a route ([`Route`]):
+//! - `Files`: every file stands alone (an append table; a deletion-vector or first-row split
+//!   Paimon marks raw-convertible, whose files never repeat a live key). Each file is decoded,
+//!   deletion vector applied as a row selection, in parallel.
+//! - `Merge`: a primary-key split. Its files are grouped into sorted runs; one run is read file
+//!   by file in parallel (each file's keys checked unique and added, else merged), several runs
+//!   are merged column by column ([`merge`]).
+//! - `PaimonRust`: anything this path does not implement (an engine, an option, a file format,
+//!   files of an older schema, object storage) is read by paimon-rust's reader, whose merge is
+//!   the reference. A file refused at open (a column missing or stored in another type) falls
+//!   back the same way, before any of its rows is read.
+//!
+//! Invariant: a route never changes a result, only its cost; the property test
+//! (test/python/lake/test_native_reader.py) holds every route to paimon-rust's and pypaimon's
+//! reads.
+
+pub mod decode;
+pub mod merge;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::{DataType, Field, SchemaRef};
+use paimon::spec::{BinaryRow, DataFileMeta};
+use paimon::table::DataSplit;
+
+pub use merge::Engine;
+
+/// What a table is, as far as routing its splits goes.
+#[derive(Debug, Clone)]
+pub struct Facts {
+    pub schema_id: i64,
+    /// The primary-key columns' Arrow types (empty: an append table).
+    pub key_types: Vec<DataType>,
+    pub deletion_vectors: bool,
+    pub remote: bool,
+    /// How keys merge, or why this path does not merge them.
+    pub engine: Result<Engine, String>,
+}
+
+/// Options that never change which row or value a batch read returns. The rest (a sequence
+/// field, a field's aggregate function or sequence group, record-level expiry, ...) route the
+/// table to paimon-rust.
+fn read_neutral(key: &str) -> bool {
+    const PREFIXES: [&str; 6] = ["scan.", "read.", "deletion-vectors.", "data-file.", "metadata.", "dynamic-bucket."];
+    crate::core::delta::harmless(key)
+        || PREFIXES.iter().any(|p| key.starts_with(p))
+        || matches!(
+            key,
+            "ignore-delete"
+                | "partial-update.ignore-delete"
+                | "first-row.ignore-delete"
+                | "index-file-in-data-file-dir"
+        )
+}
+
+impl Facts {
+    /// The merge of a table with these options and primary key.
+    pub fn engine(options: &HashMap<String, String>, primary_key: bool) -> Result<Engine, String> {
+        let ignore_delete = paimon::spec::CoreOptions::new(options).ignore_delete();
+        let engine = match options.get("merge-engine").map(|e| e.to_ascii_lowercase()).as_deref() {
+            _ if !primary_key => Engine::Deduplicate,
+            None | Some("deduplicate") => Engine::Deduplicate,
+            Some("partial-update") => Engine::PartialUpdate { ignore_delete },
+            Some("first-row") => Engine::FirstRow { ignore_delete },
+            Some(other) => return Err(format!("merge-engine {other}")),
+        };
+        let mut keys: Vec<&String> = options.keys().collect();
+        keys.sort();
+        match keys.into_iter().find(|k| !read_neutral(&k.to_ascii_lowercase())) {
+            Some(key) => Err(format!("option {key}")),
+            None => Ok(engine),
+        }
+    }
+}
+
+/// How one split is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    Files,
+    Merge,
+    PaimonRust(String),
+}
+
+impl Route {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Route::Files => "native files",
+            Route::Merge => "native merge",
+            Route::PaimonRust(_) => "paimon-rust",
+        }
+    }
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Route::PaimonRust(why) => Some(why),
+            _ => None,
+        }
+    }
+}
+
+/// One reader thread's share of a read.
+pub enum Unit {
+    /// Files of one split (indices into its files), each file a sorted run: merged when more
+    /// than one, checked and passed on when one.
+    Native { split: Arc<DataSplit>, runs: Vec<Vec<usize>>, merge: bool },
+    /// A split (or one file of it) read by paimon-rust.
+    Paimon(DataSplit),
+}
+
+/// The route of `split`, and the sorted runs of its files (indices) for a merge.
+pub fn route(split: &DataSplit, facts: &Facts) -> (Route, Vec<Vec<usize>>) {
+    let paimon = |why: String| (Route::PaimonRust(why), Vec::new());
+    if facts.remote {
+        return paimon("object storage (the native path reads local files)".into());
+    }
+    let engine = match &facts.engine {
+        Ok(e) => *e,
+        Err(why) => return paimon(why.clone()),
+    };
+    if split.row_ranges().is_some() {
+        return paimon("row ranges".into());
+    }
+    let files = split.data_files();
+    if let Some(f) = files.iter().find(|f| !f.file_name.to_ascii_lowercase().ends_with(".parquet")) {
+        let format = f.file_name.rsplit('.').next().unwrap_or("?");
+        return paimon(format!("file format {format}"));
+    }
+    if let Some(f) = files.iter().find(|f| f.schema_id != facts.schema_id) {
+        return paimon(format!(
+            "files written with schema {} (the table reads schema {})",
+            f.schema_id, facts.schema_id
+        ));
+    }
+    let each = || (0..files.len()).map(|i| vec![i]).collect::<Vec<_>>();
+    if facts.key_types.is_empty() {
+        return (Route::Files, each());
+    }
+    // paimon-rust's rule for reading a split without a merge (Java's `convertToRawFiles`): with
+    // deletion vectors, every file compacted (level > 0) and known to hold no retraction;
+    // without, a raw-convertible split (first-row's compacted files) whose files all know their
+    // retraction count.
+    let materialized = if facts.deletion_vectors {
+        files.iter().all(|f| f.level != 0 && f.delete_row_count == Some(0))
+    } else {
+        matches!(engine, Engine::FirstRow { .. }) && files.iter().all(|f| f.delete_row_count.is_some())
+    };
+    if split.raw_convertible() && materialized {
+        return (Route::Files, each());
+    }
+    (Route::Merge, sorted_runs(files, &facts.key_types))
+}
+
+/// A file's first key column bounds, where its type is known here.
+#[derive(PartialEq, PartialOrd)]
+enum Bound {
+    Int(i64),
+    Text(String),
+}
+
+fn bound(bytes: &[u8], t: &DataType) -> Option<Bound> {
+    let row = BinaryRow::from_serialized_bytes(bytes).ok()?;
+    if row.is_null_at(0) {
+        return None;
+    }
+    match t {
+        DataType::Int64 => row.get_long(0).ok().map(Bound::Int),
+        DataType::Int32 | DataType::Date32 => row.get_int(0).ok().map(|v| Bound::Int(v.into())),
+        DataType::Int16 => row.get_short(0).ok().map(|v| Bound::Int(v.into())),
+        DataType::Int8 => row.get_byte(0).ok().map(|v| Bound::Int(v.into())),
+        DataType::Utf8 => row.get_string(0).ok().map(|s| Bound::Text(s.to_string())),
+        _ => None,
+    }
+}
+
+/// The sorted runs of a bucket's files: each level-0 file is one, a deeper level's files are
+/// one when their key ranges are known and disjoint (else each file counts as its own run,
+/// which merges the same, with more inputs).
+pub fn sorted_runs(files: &[DataFileMeta], key_types: &[DataType]) -> Vec<Vec<usize>> {
+    let mut runs: Vec<Vec<usize>> = Vec::new();
+    let mut levels: Vec<i32> = files.iter().map(|f| f.level).filter(|&l| l > 0).collect();
+    levels.sort_unstable();
+    levels.dedup();
+    for (i, f) in files.iter().enumerate() {
+        if f.level <= 0 {
+            runs.push(vec![i]);
+        }
+    }
+    for level in levels {
+        let members: Vec<usize> = (0..files.len()).filter(|&i| files[i].level == level).collect();
+        let ranged: Option<Vec<(Bound, Bound, usize)>> = match key_types {
+            [t] => {
+                members.iter().map(|&i| Some((bound(&files[i].min_key, t)?, bound(&files[i].max_key, t)?, i))).collect()
+            }
+            _ => None,
+        };
+        match ranged {
+            Some(mut r) => {
+                r.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal));
+                if r.windows(2).all(|w| w[0].1 < w[1].0) {
+                    runs.push(r.into_iter().map(|(_, _, i)| i).collect());
+                } else {
+                    runs.extend(r.into_iter().map(|(_, _, i)| vec![i]));
+                }
+            }
+            None => runs.extend(members.into_iter().map(|i| vec![i])),
+        }
+    }
+    runs
+}
+
+/// The work of a planned read: native units where the route allows, paimon-rust's elsewhere.
+pub fn units(splits: Vec<DataSplit>, facts: &Facts, native: bool) -> Vec<Unit> {
+    let mut out = Vec::new();
+    for split in splits {
+        if !native {
+            out.push(Unit::Paimon(split));
+            continue;
+        }
+        let (route, runs) = route(&split, facts);
+        let split = Arc::new(split);
+        match route {
+            Route::PaimonRust(_) => out.push(Unit::Paimon(Arc::unwrap_or_clone(split))),
+            Route::Files => {
+                let n = split.data_files().len();
+                out.extend((0..n).map(|i| Unit::Native { split: split.clone(), runs: vec![vec![i]], merge: false }));
+            }
+            Route::Merge if runs.len() == 1 => {
+                // One sorted run: its files hold disjoint keys, so each is read on its own.
+                out.extend(runs[0].iter().map(|&i| Unit::Native {
+                    split: split.clone(),
+                    runs: vec![vec![i]],
+                    merge: true,
+                }));
+            }
+            Route::Merge => out.push(Unit::Native { split, runs, merge: true }),
+        }
+    }
+    out
+}
+
+/// The split paimon-rust reads in place of a native unit refused at open.
+pub fn fallback_split(split: &DataSplit, runs: &[Vec<usize>]) -> paimon::Result<DataSplit> {
+    let mut files: Vec<usize> = runs.iter().flatten().copied().collect();
+    files.sort_unstable();
+    if files.len() == split.data_files().len() {
+        return Ok(split.clone());
+    }
+    let mut b = DataSplit::builder()
+        .with_snapshot(split.snapshot_id())
+        .with_partition(split.partition().clone())
+        .with_bucket(split.bucket())
+        .with_bucket_path(split.bucket_path().to_string())
+        .with_total_buckets(split.total_buckets())
+        .with_data_files(files.iter().map(|&i| split.data_files()[i].clone()).collect())
+        .with_raw_convertible(files.len() == 1 || split.raw_convertible());
+    if let Some(dv) = split.data_deletion_files() {
+        b = b.with_data_deletion_files(files.iter().map(|&i| dv.get(i).cloned().flatten()).collect());
+    }
+    b.build()
+}
+
+/// What a native unit reads: the result columns, and for a merge the key columns and system
+/// columns after them.
+pub struct Shape {
+    pub outputs: Vec<Field>,
+    /// Key columns, by name, with their types.
+    pub keys: Vec<Field>,
+}
+
+impl Shape {
+    /// The columns read from each file, and where the merge finds keys, sequence and kind.
+    pub fn read(&self, merge: bool) -> (SchemaRef, merge::Layout) {
+        let mut fields = self.outputs.clone();
+        let mut keys = Vec::new();
+        if merge {
+            for k in &self.keys {
+                match fields.iter().position(|f| f.name() == k.name()) {
+                    Some(i) => keys.push(i),
+                    None => {
+                        keys.push(fields.len());
+                        fields.push(k.clone());
+                    }
+                }
+            }
+        }
+        let seq = fields.len();
+        let layout = merge::Layout { outputs: self.outputs.len(), keys, seq, kind: seq + 1 };
+        (decode::read_schema(&fields, merge), layout)
+    }
+}
+
+/// Result batches of one native unit, or the refusal that sends it to paimon-rust.
+pub type Batches = Box<dyn Iterator<Item = Result<RecordBatch, String>> + Send>;
+
+/// Opens a native unit: every file's footer is read and checked before any row is, so a
+/// refusal leaves nothing half-read. `deleted(i)` gives file `i`'s deleted row positions.
+pub fn open_unit(
+    split: &DataSplit,
+    runs: &[Vec<usize>],
+    merge: bool,
+    shape: &Shape,
+    engine: Engine,
+    batch_size: usize,
+    deleted: &dyn Fn(usize) -> Result<Option<Vec<u64>>, String>,
+) -> Result<Batches, decode::Refusal> {
+    let (schema, layout) = shape.read(merge);
+    let mut opened: Vec<Vec<decode::FileBatches>> = Vec::with_capacity(runs.len());
+    for run in runs {
+        let mut files = Vec::with_capacity(run.len());
+        for &i in run {
+            let meta = &split.data_files()[i];
+            let path = split.data_file_path(meta);
+            let local = path.strip_prefix("file://").or_else(|| path.strip_prefix("file:")).unwrap_or(&path);
+            let file = std::fs::File::open(local)
+                .map_err(|e| decode::Refusal::Failed(format!("cannot open data file {local}: {e}")))?;
+            let dv = deleted(i).map_err(decode::Refusal::Failed)?;
+            files.push(decode::open(file, schema.clone(), dv, batch_size)?);
+        }
+        opened.push(files);
+    }
+    let out_schema = Arc::new(arrow_schema::Schema::new(shape.outputs.clone()));
+    if !merge {
+        let files = opened.into_iter().flatten().flatten();
+        return Ok(Box::new(files));
+    }
+    let key_types: Vec<DataType> = shape.keys.iter().map(|f| f.data_type().clone()).collect();
+    let runs: Vec<merge::Run> =
+        opened.into_iter().map(|files| Box::new(files.into_iter().flatten()) as merge::Run).collect();
+    Ok(Box::new(merge::Merger::new(runs, layout, engine, &key_types, out_schema)))
+}
