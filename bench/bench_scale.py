@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The lake at scale (part of make bench): issue 10's targets on a 10M-row Paimon primary-key table.
+"""The lake at scale (part of make bench): issue 20's targets on a 10M-row Paimon primary-key table.
 
 The table: order_id BIGINT key and eight more columns (company, customer_id, order_day, revenue,
 tax DECIMAL(18,2), discount DOUBLE, status, updated_at TIMESTAMP), merge-engine partial-update,
@@ -18,12 +18,19 @@ median used), its peak RSS (VmHWM) read inside it after its runs:
   one-column   SUM(revenue) on paimon_scan and read_parquet (and pypaimon_rust with a projection)
   build        serving_build('paimon:<table>') vs serving_build of a DuckDB table holding the same
                merged rows
+  compacted    (b) the same merged rows written as ONE commit (one sorted run per bucket, like a
+               compacted table): all-column and one-column paimon_scan vs read_parquet, and
+               pypaimon_rust
+  threads      (c) the merged rows in a 2-bucket table, one commit, read with threads = 1 and 2
   s3           the all-column paimon_scan against a moto S3 server on 127.0.0.1
 Correctness first: paimon_scan's aggregates must equal the generator's merged state and
 pypaimon_rust's read exactly, and both builds must produce the same mart, else MISMATCH, exit 1.
 
-Targets (issue 10): paimon_scan <= 3x read_parquet time; paimon_scan peak RSS <= 2x read_parquet's
-+ 100 MB; lake build <= paimon_scan time + 1.3x the native build. A miss is printed as MISS (exit 0
+Targets (issue 20): (a) 5 commits: paimon_scan <= 2x read_parquet time, every column, and peak RSS
+<= 1.5x read_parquet's + 100 MB; (b) one commit: <= 1.25x every column, <= 1.5x one column; (c)
+threads 1 -> 2 >= 1.7x faster; lake build <= paimon_scan time + 1.1x the native build. (a)'s
+one-column ratio is printed as a target too (the merge must read keys, sequence numbers and row
+kinds that read_parquet does not). A miss is printed as MISS (exit 0
 unless --strict). Results also go to build/bench-scale.json.
 
 Usage: bench_scale.py EXTENSION [--rows N] [--repeat N] [--quick] [--threads N] [--only a,b]

@@ -1,7 +1,10 @@
-//! The lake reader: Apache Paimon tables read with the `paimon` crate (Apache paimon-rust),
-//! merge engines applied by Paimon itself (deduplicate, partial-update, aggregation, first-row,
-//! `sequence.field`, row-kind deletes). We never parse Paimon files ourselves. Writes (`write`)
-//! go through paimon-rust's writer too: one commit per call.
+//! The lake reader: Apache Paimon tables opened and planned with the `paimon` crate (Apache
+//! paimon-rust): snapshots, schemas, manifests, splits with their files, levels and deletion
+//! vectors. The planned data files are read by our own reader where it applies (`native`: Parquet
+//! decode, and the merge of sorted runs for deduplicate, partial-update and first-row), and by
+//! paimon-rust's reader elsewhere (aggregation, `sequence.field`, older schemas, other formats,
+//! object storage), split by split. Writes (`write`) go through paimon-rust's writer: one commit
+//! per call.
 //!
 //! This module is the lake boundary: paimon-rust errors become our [`Error`] here, once, named
 //! after the SQL function that opened the table, with credentials scrubbed.
@@ -9,9 +12,9 @@
 //! paimon-rust speaks Arrow 58 and async; DuckDB's Rust binding speaks Arrow 60. Batches cross
 //! over through the Arrow C Data Interface (no copy). Metadata calls drive a small
 //! current-thread tokio runtime inside the DuckDB callback; data is read by reader threads of
-//! our own (one split at a time each, as many as DuckDB's `threads`) into a bounded channel, so
-//! DuckDB sees the first rows while later splits are still being read, and memory stays bounded
-//! whatever the table's size.
+//! our own (one unit at a time each — a split, or one file of a split that needs no merge — as
+//! many as DuckDB's `threads`) into a bounded channel, so DuckDB sees the first rows while later
+//! units are still being read, and memory stays bounded whatever the table's size.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -739,6 +742,9 @@ pub struct SplitRoute {
     pub reason: Option<String>,
 }
 
+/// Rows per batch the native path decodes and merges.
+const NATIVE_BATCH_ROWS: usize = 16 * crate::core::VECTOR_SIZE;
+
 /// What the native path needs of a planned read, resolved once.
 struct NativeRead {
     facts: native::Facts,
@@ -772,11 +778,9 @@ impl Scan {
             remote: self.remote,
             engine: native::Facts::engine(options, !keys.is_empty()),
         };
-        let batch_size = options
-            .get("read.batch-size")
-            .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(crate::core::VECTOR_SIZE)
-            .max(crate::core::VECTOR_SIZE);
+        // Decoding and merging cost per batch as well as per row: batches of many vectors
+        // (DuckDB takes them a vector at a time), still a few MB per sorted run in flight.
+        let batch_size = std::env::var("SH_BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(NATIVE_BATCH_ROWS);
         Ok(Some(NativeRead { facts, shape: native::Shape { outputs, keys }, batch_size }))
     }
 

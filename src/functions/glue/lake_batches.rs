@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use duckdb::arrow::datatypes::DataType;
 use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
-use duckdb::vtab::{record_batch_to_duckdb_data_chunk, to_duckdb_logical_type, BindInfo, Value};
+use duckdb::vtab::{to_duckdb_logical_type, BindInfo, Value};
 
 #[cfg(duckdb14)]
 use super::settings::ValueExt;
@@ -153,7 +153,7 @@ impl Batches {
 
     pub fn emit(&self, output: &mut DataChunkHandle) -> std::result::Result<(), Box<dyn std::error::Error>> {
         match self.next_slice()? {
-            Some(slice) => record_batch_to_duckdb_data_chunk(&slice, output)?,
+            Some(slice) => super::to_chunk::write(&slice, output)?,
             None => output.set_len(0),
         }
         Ok(())

@@ -1,7 +1,8 @@
 //! The DuckDB callback glue every SQL function shares, written once: the table-function
 //! adapters (`table`), rows and cells (`rows`), VARCHAR scalars (`scalar`), the caller's
 //! settings (`settings`), Arrow batches out of the lake (`lake_batches`), the dashboard's named
-//! parameters (`dashboard_args`), arguments as DuckDB hands them over (`value`).
+//! parameters (`dashboard_args`), arguments as DuckDB hands them over (`value`), Arrow columns
+//! into DuckDB vectors (`to_chunk`).
 
 pub mod dashboard_args;
 pub mod lake_batches;
@@ -9,6 +10,7 @@ pub mod rows;
 pub mod scalar;
 pub mod settings;
 pub mod table;
+pub mod to_chunk;
 pub mod value;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

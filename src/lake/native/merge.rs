@@ -106,6 +106,8 @@ pub struct Merger {
     converter: Option<RowConverter>,
     int_key: bool,
     failed: bool,
+    /// Result batches of the last round not yet handed on.
+    ready: VecDeque<RecordBatch>,
 }
 
 /// The key encoding for these key column types: `true` for one integer column.
@@ -125,9 +127,13 @@ fn int_values(col: &dyn Array) -> Result<Vec<i64>, String> {
     })
 }
 
-fn is_add(kinds: &dyn Array, row: usize) -> bool {
-    // Paimon's row kinds: 0 +I, 1 -U, 2 +U, 3 -D.
-    matches!(kinds.as_primitive::<Int8Type>().value(row), 0 | 2)
+/// paimon-rust's refusal, word for word.
+const FIRST_ROW_RETRACT: &str =
+    "merge-engine=first-row does not support DELETE or UPDATE_BEFORE rows; set ignore-delete=true to ignore them";
+
+/// Paimon's row kinds: 0 +I, 1 -U, 2 +U, 3 -D.
+fn is_add(kind: i8) -> bool {
+    matches!(kind, 0 | 2)
 }
 
 impl Merger {
@@ -141,7 +147,7 @@ impl Merger {
         };
         let runs =
             runs.into_iter().map(|source| RunState { source, pending: VecDeque::new(), exhausted: false }).collect();
-        Merger { runs, layout, engine, schema, converter, int_key, failed: false }
+        Merger { runs, layout, engine, schema, converter, int_key, failed: false, ready: VecDeque::new() }
     }
 
     fn encode(&self, batch: &RecordBatch) -> Result<Keys, String> {
@@ -176,7 +182,7 @@ impl Merger {
     }
 
     /// One round: merges every row below the bound; None when all runs are done.
-    fn round(&mut self) -> Result<Option<RecordBatch>, String> {
+    fn round(&mut self) -> Result<Option<VecDeque<RecordBatch>>, String> {
         loop {
             for r in 0..self.runs.len() {
                 self.fill(r)?;
@@ -242,20 +248,23 @@ impl Merger {
                 }
                 continue;
             }
-            let out = self.merge_below(&ends)?;
+            let mut out = VecDeque::new();
+            self.merge_below(&ends, &mut out)?;
             for (run, per) in self.runs.iter_mut().zip(&ends) {
                 for (l, &end) in run.pending.iter_mut().zip(per) {
                     l.start = end;
                 }
             }
-            if let Some(batch) = out {
-                return Ok(Some(batch));
+            if !out.is_empty() {
+                return Ok(Some(out));
             }
         }
     }
 
     /// Merges the rows `[start, end)` of every pending batch; None when no key survives.
-    fn merge_below(&self, ends: &[Vec<usize>]) -> Result<Option<RecordBatch>, String> {
+    /// Merges the rows `[start, end)` of every pending batch into `out` (nothing when no key
+    /// survives).
+    fn merge_below(&self, ends: &[Vec<usize>], out: &mut VecDeque<RecordBatch>) -> Result<(), String> {
         let mut srcs: Vec<(&Loaded, usize)> = Vec::new();
         for (run, per) in self.runs.iter().zip(ends) {
             for (l, &end) in run.pending.iter().zip(per) {
@@ -267,27 +276,85 @@ impl Merger {
         // A single run's unique, added keys are already the merged state.
         if let [(l, end)] = srcs[..] {
             if self.unique_adds(l, end) {
-                let slice = l.batch.slice(l.start, end - l.start);
-                return Ok(Some(self.project(&slice)?));
+                out.push_back(self.project(&l.batch.slice(l.start, end - l.start))?);
+                return Ok(());
             }
         }
-        let mut entries: Vec<Entry> = Vec::with_capacity(srcs.iter().map(|(l, e)| e - l.start).sum());
+        // The base: the source with the most rows, when its keys are unique integers. Only its
+        // rows whose key another source also holds are merged; the rest pass through a filter.
+        let base = srcs.iter().enumerate().max_by_key(|(_, (l, end))| end - l.start).map(|(b, _)| b).filter(|&b| {
+            let (l, end) = srcs[b];
+            matches!(&l.keys, Keys::Int(k) if k[l.start..end].windows(2).all(|w| w[0] < w[1]))
+        });
+        let mut entries: Vec<Entry> = Vec::new();
         for (s, (l, end)) in srcs.iter().enumerate() {
-            let seq = l.batch.column(self.layout.seq).as_primitive::<Int64Type>();
-            let kind = l.batch.column(self.layout.kind).as_ref();
-            for row in l.start..*end {
-                let key = match &l.keys {
-                    Keys::Int(k) => k[row],
-                    Keys::Rows(_) => 0,
-                };
-                entries.push(Entry {
-                    key,
-                    seq: seq.value(row),
-                    add: is_add(kind, row),
-                    src: s as u32,
-                    row: row as u32,
-                });
+            if Some(s) != base {
+                self.push_entries(&mut entries, s, l, l.start..*end);
             }
+        }
+        let mut mask = None;
+        if let Some(b) = base {
+            let (l, end) = srcs[b];
+            let Keys::Int(keys) = &l.keys else { unreachable!("the base has integer keys") };
+            let keys = &keys[l.start..end];
+            let mut contested: Vec<usize> =
+                entries.iter().filter_map(|e| keys.binary_search(&e.key).ok().map(|p| l.start + p)).collect();
+            contested.sort_unstable();
+            contested.dedup();
+            let kinds = &l.batch.column(self.layout.kind).as_primitive::<Int8Type>().values()[..end];
+            let mut keep = arrow_array::builder::BooleanBufferBuilder::new(end - l.start);
+            let mut next = contested.iter().peekable();
+            for (row, &kind) in kinds.iter().enumerate().skip(l.start) {
+                let mine = next.next_if(|&&c| c == row).is_none();
+                if mine && !is_add(kind) && matches!(self.engine, Engine::FirstRow { ignore_delete: false }) {
+                    return Err(FIRST_ROW_RETRACT.into());
+                }
+                keep.append(mine && is_add(kind));
+            }
+            for &row in &contested {
+                self.push_entries(&mut entries, b, l, row..row + 1);
+            }
+            mask = Some((b, arrow_array::BooleanArray::new(keep.finish(), None)));
+        }
+        if let Some((b, keep)) = mask {
+            let (l, end) = srcs[b];
+            let slice = self.project(&l.batch.slice(l.start, end - l.start))?;
+            let kept = if keep.true_count() == keep.len() {
+                slice
+            } else {
+                arrow_select::filter::filter_record_batch(&slice, &keep).map_err(|e| e.to_string())?
+            };
+            if kept.num_rows() > 0 {
+                out.push_back(kept);
+            }
+        }
+        if let Some(batch) = self.resolve(&srcs, entries)? {
+            out.push_back(batch);
+        }
+        Ok(())
+    }
+
+    fn push_entries(&self, entries: &mut Vec<Entry>, src: usize, l: &Loaded, rows: std::ops::Range<usize>) {
+        let seq = l.batch.column(self.layout.seq).as_primitive::<Int64Type>().values();
+        let kind = l.batch.column(self.layout.kind).as_primitive::<Int8Type>().values();
+        let key = |row: usize| match &l.keys {
+            Keys::Int(k) => k[row],
+            Keys::Rows(_) => 0,
+        };
+        let src = src as u32;
+        entries.extend(rows.map(|row| Entry {
+            key: key(row),
+            seq: seq[row],
+            add: is_add(kind[row]),
+            src,
+            row: row as u32,
+        }));
+    }
+
+    /// Orders `entries` by key, sequence and kind, picks each key's winner(s) and gathers them.
+    fn resolve(&self, srcs: &[(&Loaded, usize)], mut entries: Vec<Entry>) -> Result<Option<RecordBatch>, String> {
+        if entries.is_empty() {
+            return Ok(None);
         }
         let same_key = |a: &Entry, b: &Entry| -> Ordering {
             if self.int_key {
@@ -296,8 +363,8 @@ impl Merger {
                 srcs[a.src as usize].0.cmp_rows(a.row as usize, srcs[b.src as usize].0, b.row as usize)
             }
         };
-        // Stable: versions with equal (key, sequence, kind) keep their run order.
-        entries.sort_by(|a, b| same_key(a, b).then(a.seq.cmp(&b.seq)).then(a.add.cmp(&b.add)));
+        // Stable, and by source: versions with equal (key, sequence, kind) keep their run order.
+        entries.sort_by(|a, b| same_key(a, b).then(a.seq.cmp(&b.seq)).then(a.add.cmp(&b.add)).then(a.src.cmp(&b.src)));
         let batches: Vec<&RecordBatch> = srcs.iter().map(|(l, _)| &l.batch).collect();
         let mut picks: Vec<(usize, usize)> = Vec::new();
         // Partial-update: each key's added versions, as ranges of `adds`.
@@ -320,9 +387,7 @@ impl Merger {
                 }
                 Engine::FirstRow { ignore_delete } => {
                     if !ignore_delete && group.iter().any(|e| !e.add) {
-                        return Err("merge-engine=first-row does not support DELETE or UPDATE_BEFORE rows; set \
-                                    ignore-delete=true to ignore them"
-                            .into());
+                        return Err(FIRST_ROW_RETRACT.into());
                     }
                     if let Some(first) = group.iter().find(|e| e.add) {
                         picks.push(at(first));
@@ -384,7 +449,7 @@ impl Merger {
     /// Whether rows `[start, end)` of one batch hold strictly increasing keys, all added.
     fn unique_adds(&self, l: &Loaded, end: usize) -> bool {
         let kinds = l.batch.column(self.layout.kind).as_primitive::<Int8Type>();
-        let adds = kinds.values()[l.start..end].iter().all(|&k| k == 0 || k == 2);
+        let adds = kinds.values()[l.start..end].iter().all(|&k| is_add(k));
         adds && match &l.keys {
             Keys::Int(k) => k[l.start..end].windows(2).all(|w| w[0] < w[1]),
             Keys::Rows(rows) => (l.start + 1..end).all(|i| rows.row(i - 1) < rows.row(i)),
@@ -417,8 +482,14 @@ impl Iterator for Merger {
         if self.failed {
             return None;
         }
+        if let Some(batch) = self.ready.pop_front() {
+            return Some(Ok(batch));
+        }
         match self.round() {
-            Ok(batch) => batch.map(Ok),
+            Ok(batches) => {
+                self.ready = batches?;
+                self.ready.pop_front().map(Ok)
+            }
             Err(e) => {
                 self.failed = true;
                 Some(Err(e))

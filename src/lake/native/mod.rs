@@ -5,9 +5,11 @@
 //! - `Files`: every file stands alone (an append table; a deletion-vector or first-row split
 //!   Paimon marks raw-convertible, whose files never repeat a live key). Each file is decoded,
 //!   deletion vector applied as a row selection, in parallel.
-//! - `Merge`: a primary-key split. Its files are grouped into sorted runs; one run is read file
-//!   by file in parallel (each file's keys checked unique and added, else merged), several runs
-//!   are merged column by column ([`merge`]).
+//! - `Files` too: a primary-key split whose files form one sorted run without retractions (a
+//!   compacted bucket, or a bucket written once).
+//! - `Merge`: any other primary-key split. Its files are grouped into sorted runs; one run (with
+//!   retractions) is read file by file in parallel (each file's keys checked unique and added,
+//!   else merged), several runs are merged column by column ([`merge`]).
 //! - `PaimonRust`: anything this path does not implement (an engine, an option, a file format,
 //!   files of an older schema, object storage) is read by paimon-rust's reader, whose merge is
 //!   the reference. A file refused at open (a column missing or stored in another type) falls
@@ -151,7 +153,14 @@ pub fn route(split: &DataSplit, facts: &Facts) -> (Route, Vec<Vec<usize>>) {
     if split.raw_convertible() && materialized {
         return (Route::Files, each());
     }
-    (Route::Merge, sorted_runs(files, &facts.key_types))
+    let runs = sorted_runs(files, &facts.key_types);
+    // One sorted run whose files hold no retraction is the merged state already: a Paimon
+    // writer folds a key's versions before it writes a file (Java's write buffer, pypaimon's
+    // flush), and a run's files hold disjoint keys. Read without keys, sequence or row kind.
+    if runs.len() == 1 && files.iter().all(|f| f.delete_row_count == Some(0)) {
+        return (Route::Files, each());
+    }
+    (Route::Merge, runs)
 }
 
 /// A file's first key column bounds, where its type is known here.
