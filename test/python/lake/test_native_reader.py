@@ -235,3 +235,20 @@ def test_the_seeds_cover_every_engine_and_feature():
     assert any(c.commits == 1 for c in cases) and any(c.commits >= 6 for c in cases)
     assert sum(expected_native(c) for c in cases) >= 8
     assert any(expected_native(c) and c.keys > 4 * 2048 and c.commits > 1 for c in cases)
+
+
+def test_reader_parameter_and_read_plan_refuse_bad_input(tmp_path, ext_path):
+    case = Case(0)
+    path, _ = write(tmp_path, case)
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{ext_path}'")
+    with pytest.raises(duckdb.Error, match=r"paimon_scan.*reader.*'bogus'.*'native' \(the default\) or 'paimon-rust'"):
+        con.execute(f"SELECT * FROM paimon_scan('{path}', reader := 'bogus')").fetchall()
+    with pytest.raises(duckdb.Error, match=r"paimon_read_plan.*no such directory"):
+        con.execute(f"SELECT * FROM paimon_read_plan('{tmp_path}/missing')").fetchall()
+    with pytest.raises(duckdb.Error, match=r"paimon_read_plan.*snapshot 99 does not exist"):
+        con.execute(f"SELECT * FROM paimon_read_plan('{path}', snapshot := 99)").fetchall()
+    # Every split of the plan is listed once, with its files and sorted runs.
+    plan = con.execute(f"SELECT bucket_path, files, sorted_runs FROM paimon_read_plan('{path}')").fetchall()
+    assert len(plan) == len({p[0] for p in plan}) >= 1
+    assert all(f >= r >= 1 for _, f, r in plan)
