@@ -28,23 +28,6 @@ pub struct Bind {
     paimon_only: bool,
 }
 
-/// The `reader` named parameter: `native` (the default: the native path where it applies,
-/// paimon-rust elsewhere) or `paimon-rust`.
-pub fn reader_param(bind: &BindInfo, function: &'static str) -> Result<bool, Error> {
-    let Some(v) = bind.get_named_parameter("reader").filter(|v| !v.is_null()) else { return Ok(false) };
-    let text = super::glue::value::text_arg(&v, function, "reader")?;
-    match text.to_ascii_lowercase().as_str() {
-        "native" => Ok(false),
-        "paimon-rust" => Ok(true),
-        _ => Err(Error::BadArgument {
-            function,
-            parameter: "reader",
-            value: text,
-            problem: "the reader is 'native' (the default) or 'paimon-rust'".into(),
-        }),
-    }
-}
-
 /// What DuckDB asks for, column by column: a table column, or a row id it only counts.
 fn projection(indices: &[u64], columns: usize) -> Vec<Option<usize>> {
     indices.iter().map(|&i| usize::try_from(i).ok().filter(|&i| i < columns)).collect()
@@ -66,7 +49,7 @@ impl VTab for PaimonScan {
             }
             let schema = table.schema()?;
             lake_batches::declare(bind, NAME, &schema)?;
-            let paimon_only = reader_param(bind, NAME)?;
+            let paimon_only = lake_batches::reader_param(bind, NAME)?;
             Ok(Bind { table, schema, threads: super::glue::settings::threads(bind), paimon_only })
         })
     }

@@ -29,6 +29,23 @@ pub fn snapshot_param(bind: &BindInfo, name: &str) -> Option<i64> {
     bind.get_named_parameter(name).filter(|v| !v.is_null()).map(|v| v.to_int64())
 }
 
+/// The `reader` named parameter of `paimon_scan`: `native` (the default: the native path where
+/// it applies, paimon-rust elsewhere) or `paimon-rust`. True for paimon-rust.
+pub fn reader_param(bind: &BindInfo, function: &'static str) -> Result<bool> {
+    let Some(v) = bind.get_named_parameter("reader").filter(|v| !v.is_null()) else { return Ok(false) };
+    let text = super::value::text_arg(&v, function, "reader")?;
+    match text.to_ascii_lowercase().as_str() {
+        "native" => Ok(false),
+        "paimon-rust" => Ok(true),
+        _ => Err(Error::BadArgument {
+            function,
+            parameter: "reader",
+            value: text,
+            problem: "the reader is 'native' (the default) or 'paimon-rust'".into(),
+        }),
+    }
+}
+
 /// `options := MAP {'s3.endpoint': ..., ...}`: storage options in Paimon's own keys.
 pub const OPTIONS: &str = "options";
 
