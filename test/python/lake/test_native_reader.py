@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 from pypaimon.schema.data_types import AtomicType
 from pypaimon.schema.schema_change import SchemaChange
-from support.lake_util import Warehouse
+from support.lake_util import Warehouse, commit
 
 SEEDS = list(range(32))
 ENGINES = ["deduplicate", "partial-update", "first-row", "aggregation"]
@@ -158,15 +158,7 @@ def write(tmp_path, case: Case) -> tuple[str, list[list[dict]]]:
             extra = True
         rows = case.rows(c, extra)
         written.append(rows)
-        data = pa.Table.from_pylist(rows, schema=schema_for(extra, partitioned))
-        wb = table.new_batch_write_builder()
-        w, cm = wb.new_write(), wb.new_commit()
-        try:
-            w.write_arrow(data)
-            cm.commit(w.prepare_commit())
-        finally:
-            w.close()
-            cm.close()
+        commit(table, schema_for(extra, partitioned), rows)
     return wh.path("t"), written
 
 
