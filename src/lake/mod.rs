@@ -989,7 +989,20 @@ fn spawn_reader<T: Send + 'static>(
     tx: Sender<T>,
     work: impl FnOnce(Sender<T>) + Send + 'static,
 ) {
-    let started = std::thread::Builder::new().name("streamhouse-lake".into()).spawn(move || work(tx));
+    // A reader that panics must end the stream with an error: a thread that just stopped would
+    // close the channel like a finished read, and a short read would pass for a whole one.
+    let guard = tx.clone();
+    let site = place.clone();
+    let started = std::thread::Builder::new().name("streamhouse-lake".into()).spawn(move || {
+        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(tx))) {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into());
+            guard.send(Err(site.err(format!("internal error in a reader thread (please report): {what}"))));
+        }
+    });
     if let Err(e) = started {
         stream.failed.get_or_insert_with(|| place.err(format!("cannot start a reader thread: {e}")));
     }
