@@ -780,7 +780,7 @@ impl Scan {
         };
         // Decoding and merging cost per batch as well as per row: batches of many vectors
         // (DuckDB takes them a vector at a time), still a few MB per sorted run in flight.
-        let batch_size = std::env::var("SH_BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(NATIVE_BATCH_ROWS);
+        let batch_size = NATIVE_BATCH_ROWS;
         Ok(Some(NativeRead { facts, shape: native::Shape { outputs, keys }, batch_size }))
     }
 
