@@ -11,7 +11,7 @@ use duckdb::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
-use super::glue::lake_batches::{self, Batches};
+use super::glue::lake_batches::{self, BatchSource, Batches};
 use super::glue::settings::sandbox;
 use crate::core::error::Error;
 use crate::lake::{Access, LakeTable};
@@ -26,6 +26,27 @@ pub struct Bind {
     threads: usize,
     /// `reader := 'paimon-rust'`: every split read by paimon-rust (the reference reader).
     paimon_only: bool,
+}
+
+/// `batch`'s columns at `positions` (None: a row-id column DuckDB only counts).
+fn lay_out(batch: &RecordBatch, positions: &[Option<usize>]) -> Result<RecordBatch, Error> {
+    let mut fields = Vec::with_capacity(positions.len());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(positions.len());
+    for p in positions {
+        match p {
+            Some(p) => {
+                fields.push(batch.schema().field(*p).clone());
+                columns.push(batch.column(*p).clone());
+            }
+            None => {
+                fields.push(Field::new("rowid", DataType::Int64, false));
+                columns.push(Arc::new(Int64Array::from(vec![0i64; batch.num_rows()])));
+            }
+        }
+    }
+    let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options)
+        .map_err(|e| Error::internal(NAME, format!("laying out the projected columns: {e}")))
 }
 
 /// What DuckDB asks for, column by column: a table column, or a row id it only counts.
@@ -74,37 +95,25 @@ impl VTab for PaimonScan {
             if bind.paimon_only {
                 scan = scan.paimon_only();
             }
-            let threads = bind.threads.min(scan.units()).max(1);
-            init.set_max_threads(threads as u64);
-            let stream = scan.stream(threads);
+            let units = Arc::new(scan.into_units()?);
+            init.set_max_threads(bind.threads.min(units.len()).max(1) as u64);
             let positions: Vec<Option<usize>> = wanted
                 .iter()
                 .map(|w| w.map(|i| names.iter().position(|n| n == bind.schema.field(i).name()).unwrap_or(0)))
                 .collect();
             if positions.iter().enumerate().all(|(k, p)| *p == Some(k)) && positions.len() == names.len() {
-                return Ok(Batches::new(stream));
+                return Ok(Batches::pulled(move || units.next()));
             }
             // A row-id column (count(*)) or a column asked twice: lay each batch out as DuckDB asked.
-            Ok(Batches::new(stream.map(move |batch| {
-                let batch = batch?;
-                let mut fields = Vec::with_capacity(positions.len());
-                let mut columns: Vec<ArrayRef> = Vec::with_capacity(positions.len());
-                for p in &positions {
-                    match p {
-                        Some(p) => {
-                            fields.push(batch.schema().field(*p).clone());
-                            columns.push(batch.column(*p).clone());
-                        }
-                        None => {
-                            fields.push(Field::new("rowid", DataType::Int64, false));
-                            columns.push(Arc::new(Int64Array::from(vec![0i64; batch.num_rows()])));
-                        }
-                    }
-                }
-                let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-                RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options)
-                    .map_err(|e| Error::internal(NAME, format!("laying out the projected columns: {e}")))
-            })))
+            let positions = Arc::new(positions);
+            Ok(Batches::pulled(move || {
+                let positions = positions.clone();
+                units.next().map(|unit| {
+                    unit.map(|batches| -> BatchSource {
+                        Box::new(batches.map(move |batch| batch.and_then(|b| lay_out(&b, &positions))))
+                    })
+                })
+            }))
         })
     }
 

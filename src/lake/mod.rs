@@ -11,10 +11,11 @@
 //!
 //! paimon-rust speaks Arrow 58 and async; DuckDB's Rust binding speaks Arrow 60. Batches cross
 //! over through the Arrow C Data Interface (no copy). Metadata calls drive a small
-//! current-thread tokio runtime inside the DuckDB callback; data is read by reader threads of
-//! our own (one unit at a time each — a split, or one file of a split that needs no merge — as
-//! many as DuckDB's `threads`) into a bounded channel, so DuckDB sees the first rows while later
-//! units are still being read, and memory stays bounded whatever the table's size.
+//! current-thread tokio runtime inside the DuckDB callback. Data is read as [`Units`] — a split,
+//! or one file of a split that needs no merge — each taken by one thread and read there batch by
+//! batch: `paimon_scan` reads them on DuckDB's own threads (as many as its `threads`), a build
+//! on reader threads of ours feeding a bounded channel. Either way memory stays bounded by the
+//! units in flight, whatever the table's size.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -197,6 +198,16 @@ impl Site {
     /// Runs one metadata future to completion on a fresh current-thread runtime.
     fn block_on<T>(&self, remote: bool, fut: impl std::future::Future<Output = paimon::Result<T>>) -> Result<T> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| self.err(e))?;
+        self.block_on_in(&rt, remote, fut)
+    }
+
+    /// Runs one future to completion on `rt`; against object storage, within [`REMOTE_TIMEOUT`].
+    fn block_on_in<T>(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        remote: bool,
+        fut: impl std::future::Future<Output = paimon::Result<T>>,
+    ) -> Result<T> {
         if remote {
             match rt.block_on(async { tokio::time::timeout(REMOTE_TIMEOUT, fut).await }) {
                 Ok(r) => r.map_err(|e| self.paimon_err(e)),
@@ -808,86 +819,174 @@ impl Scan {
             .collect())
     }
 
-    /// How many independent pieces the read has (threads beyond that would idle).
-    pub fn units(&self) -> usize {
-        match self.native_read() {
-            Ok(Some(r)) if self.native => native::units(self.splits.clone(), &r.facts, true).len(),
-            _ => self.splits.len(),
-        }
+    /// The read cut into units any thread may take (see [`Units`]).
+    pub fn into_units(self) -> Result<Units> {
+        let read = self.native_read()?;
+        let Some(table) = self.table else {
+            return Ok(Units { units: Vec::new(), next: AtomicUsize::new(0), ctx: None });
+        };
+        let units = match &read {
+            Some(r) => native::units(self.splits, &r.facts, self.native),
+            None => self.splits.into_iter().map(native::Unit::Paimon).collect(),
+        };
+        let ctx = UnitContext {
+            table,
+            columns: self.columns,
+            filter: self.filter,
+            read,
+            place: self.place,
+            remote: self.remote,
+        };
+        Ok(Units { units, next: AtomicUsize::new(0), ctx: Some(ctx) })
     }
 
-    /// Reads the planned work on up to `threads` reader threads, one unit (a split, or a file
-    /// of a split the native path reads) at a time each.
+    /// Reads the planned work on up to `threads` reader threads of our own, one unit at a time
+    /// each, for a consumer on one thread (a build's appender).
     pub fn stream(self, threads: usize) -> BatchStream<Batch60> {
         let (tx, mut stream) = BatchStream::channel(threads.max(1) + 1);
-        let read = match self.native_read() {
-            Ok(r) => r,
+        let place = self.place.clone();
+        let units = match self.into_units() {
+            Ok(u) => Arc::new(u),
             Err(e) => {
                 stream.failed = Some(e);
                 return stream;
             }
         };
-        let Some(table) = self.table else { return stream };
-        let units = match &read {
-            Some(r) => native::units(self.splits, &r.facts, self.native),
-            None => Vec::new(),
-        };
-        let threads = threads.clamp(1, units.len().max(1));
-        let shared = Arc::new((table, units, self.columns, self.filter, AtomicUsize::new(0), read));
-        for _ in 0..threads {
-            let shared = shared.clone();
-            let place = self.place.clone();
-            let remote = self.remote;
-            spawn_reader(&self.place, &mut stream, tx.clone(), move |tx| {
-                let (table, units, columns, filter, next, read) = &*shared;
-                let paimon = |split: &DataSplit| {
-                    run_stream(&place, remote, &tx, Ok, async {
-                        let mut rb = table.new_read_builder();
-                        if let Some(columns) = columns {
-                            let names: Vec<&str> = columns.iter().map(String::as_str).collect();
-                            rb.with_projection(&names)?;
-                        }
-                        if let Some(filter) = filter {
-                            rb.with_filter(filter.clone());
-                        }
-                        rb.new_read()?.to_arrow(std::slice::from_ref(split))
-                    })
-                };
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let sent = match units.get(i) {
-                        None => return,
-                        Some(native::Unit::Paimon(split)) => paimon(split),
-                        Some(native::Unit::Native { split, runs, merge }) => {
-                            let read = read.as_ref().expect("native units come with their read");
-                            let engine = read.facts.engine.clone().unwrap_or(native::Engine::Deduplicate);
-                            let deleted = |f: usize| deleted_rows(split, f);
-                            match native::open_unit(split, runs, *merge, &read.shape, engine, read.batch_size, &deleted)
-                            {
-                                Ok(batches) => send_native(&place, &tx, batches),
-                                Err(native::decode::Refusal::Unsupported(_)) => {
-                                    match native::fallback_split(split, runs) {
-                                        Ok(s) => paimon(&s),
-                                        Err(e) => {
-                                            tx.send(Err(place.paimon_err(e)));
-                                            false
-                                        }
-                                    }
-                                }
-                                Err(native::decode::Refusal::Failed(e)) => {
-                                    tx.send(Err(place.err(e)));
-                                    false
-                                }
-                            }
+        for _ in 0..threads.clamp(1, units.len().max(1)) {
+            let units = units.clone();
+            spawn_reader(&place, &mut stream, tx.clone(), move |tx| {
+                while let Some(unit) = units.next() {
+                    let batches = match unit {
+                        Ok(b) => b,
+                        Err(e) => {
+                            tx.send(Err(e));
+                            return;
                         }
                     };
-                    if !sent {
-                        return;
+                    for item in batches {
+                        let failed = item.is_err();
+                        if !tx.send(item) || failed {
+                            return;
+                        }
                     }
                 }
             });
         }
         stream
+    }
+}
+
+/// One unit's batches (never empty ones), read on the thread that pulls them.
+pub type UnitBatches = Box<dyn Iterator<Item = Result<Batch60>> + Send>;
+
+/// What opening a unit needs besides the unit.
+struct UnitContext {
+    table: Table,
+    columns: Option<Vec<String>>,
+    filter: Option<Predicate>,
+    read: Option<NativeRead>,
+    place: Site,
+    remote: bool,
+}
+
+/// A planned read cut into units — a split, or a file of a split that needs no merge — handed
+/// out once each to whichever thread asks, and read on that thread: `paimon_scan` reads them
+/// on DuckDB's own threads (so `threads` bounds the decoding and merging, and batches need no
+/// hand-over), `Scan::stream` on reader threads of its own.
+pub struct Units {
+    units: Vec<native::Unit>,
+    next: AtomicUsize,
+    ctx: Option<UnitContext>,
+}
+
+impl Units {
+    /// How many units the read has (threads beyond that would idle).
+    pub fn len(&self) -> usize {
+        self.units.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.units.is_empty()
+    }
+
+    /// The next unit not yet handed out, opened (a native unit has read and checked every
+    /// file's footer), or None when all have been.
+    pub fn next(&self) -> Option<Result<UnitBatches>> {
+        let unit = self.units.get(self.next.fetch_add(1, Ordering::Relaxed))?;
+        let ctx = self.ctx.as_ref()?;
+        Some(ctx.open(unit))
+    }
+}
+
+impl UnitContext {
+    fn open(&self, unit: &native::Unit) -> Result<UnitBatches> {
+        let (split, runs, merge) = match unit {
+            native::Unit::Paimon(split) => return self.paimon(split.clone()),
+            native::Unit::Native { split, runs, merge } => (split, runs, *merge),
+        };
+        let read =
+            self.read.as_ref().ok_or_else(|| self.place.err("internal error: a native unit without its read"))?;
+        let engine = read.facts.engine.clone().unwrap_or(native::Engine::Deduplicate);
+        let deleted = |f: usize| deleted_rows(split, f);
+        match native::open_unit(split, runs, merge, &read.shape, engine, read.batch_size, &deleted) {
+            Ok(batches) => {
+                let place = self.place.clone();
+                Ok(Box::new(batches.filter_map(move |batch| match batch {
+                    Ok(b) if b.num_rows() == 0 => None,
+                    Ok(b) => Some(to_arrow60(&b).map_err(|e| place.err(e))),
+                    Err(e) => Some(Err(place.err(e))),
+                })))
+            }
+            Err(native::decode::Refusal::Unsupported(_)) => {
+                let split = native::fallback_split(split, runs).map_err(|e| self.place.paimon_err(e))?;
+                self.paimon(split)
+            }
+            Err(native::decode::Refusal::Failed(e)) => Err(self.place.err(e)),
+        }
+    }
+
+    /// A split read by paimon-rust's reader, driven batch by batch on the pulling thread.
+    fn paimon(&self, split: DataSplit) -> Result<UnitBatches> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| self.place.err(e))?;
+        let open = async {
+            let mut rb = self.table.new_read_builder();
+            if let Some(columns) = &self.columns {
+                let names: Vec<&str> = columns.iter().map(String::as_str).collect();
+                rb.with_projection(&names)?;
+            }
+            if let Some(filter) = &self.filter {
+                rb.with_filter(filter.clone());
+            }
+            rb.new_read()?.to_arrow(std::slice::from_ref(&split))
+        };
+        let stream = self.place.block_on_in(&rt, self.remote, open)?;
+        Ok(Box::new(PaimonBatches { rt, stream, place: self.place.clone(), done: false }))
+    }
+}
+
+/// paimon-rust's batches of one split, each awaited on a runtime of the unit's own.
+struct PaimonBatches {
+    rt: tokio::runtime::Runtime,
+    stream: paimon::table::ArrowRecordBatchStream,
+    place: Site,
+    done: bool,
+}
+
+impl Iterator for PaimonBatches {
+    type Item = Result<Batch60>;
+    fn next(&mut self) -> Option<Result<Batch60>> {
+        while !self.done {
+            let item = match self.rt.block_on(self.stream.next()) {
+                None => None,
+                Some(Ok(b)) if b.num_rows() == 0 => continue,
+                Some(Ok(b)) => Some(to_arrow60(&b).map_err(|e| self.place.err(e))),
+                Some(Err(e)) => Some(Err(self.place.paimon_err(e))),
+            };
+            // An error ends the unit: what follows it is not the split's state.
+            self.done = !matches!(item, Some(Ok(_)));
+            return item;
+        }
+        None
     }
 }
 
@@ -913,22 +1012,6 @@ fn deleted_rows(split: &DataSplit, f: usize) -> std::result::Result<Option<Vec<u
     let mut bytes = Vec::new();
     file.take(length.saturating_add(8)).read_to_end(&mut bytes).map_err(cannot)?;
     native::decode::deletion_positions(&bytes).map(Some)
-}
-
-/// Sends a native unit's batches; false when the reader should stop.
-fn send_native(place: &Site, tx: &Sender<Batch60>, batches: native::Batches) -> bool {
-    for batch in batches {
-        let item = match batch {
-            Ok(b) if b.num_rows() == 0 => continue,
-            Ok(b) => to_arrow60(&b).map_err(|e| place.err(e)),
-            Err(e) => Err(place.err(e)),
-        };
-        let failed = item.is_err();
-        if !tx.send(item) || failed {
-            return false;
-        }
-    }
-    true
 }
 
 /// Batches read by reader threads, in the order they arrive. Dropping it stops the readers

@@ -120,24 +120,41 @@ pub fn declare(bind: &BindInfo, function: &'static str, schema: &duckdb::arrow::
     Ok(())
 }
 
-type BatchSource = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
+/// One stream of batches, read by one thread at a time.
+pub type BatchSource = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
 
+/// Hands out the next source, or None when there are no more.
+type Sources = Box<dyn Fn() -> Option<Result<BatchSource>> + Send + Sync>;
+
+/// A source being read: its current batch and how much of it was emitted.
 struct Cursor {
     source: BatchSource,
     current: Option<RecordBatch>,
     offset: usize,
 }
 
-/// Batches pulled from a stream as DuckDB asks for rows. The lock is held only to cut the next
-/// slice (and to wait for the next batch); the conversion into DuckDB's vectors runs unlocked,
-/// so several DuckDB threads convert at once.
+/// Batches pulled as DuckDB asks for rows, from sources handed out one at a time. A DuckDB
+/// thread takes an idle cursor (or opens the next source when none is idle), owns it while it
+/// reads the next batch of that source — so decoding runs on DuckDB's threads, one source per
+/// thread — and puts it back as soon as it has cut its slice; the conversion into DuckDB's
+/// vectors runs with nothing held. A thread finds no work only when every source is opened and
+/// no cursor is idle; a cursor put back is always taken again, because the thread that put it
+/// back has emitted rows and so is asked again.
 pub struct Batches {
-    cursor: Mutex<Cursor>,
+    sources: Sources,
+    idle: Mutex<Vec<Cursor>>,
 }
 
 impl Batches {
+    /// Sources handed out by `next` (called with no lock held, on the asking thread).
+    pub fn pulled(next: impl Fn() -> Option<Result<BatchSource>> + Send + Sync + 'static) -> Self {
+        Batches { sources: Box::new(next), idle: Mutex::new(Vec::new()) }
+    }
+
+    /// One stream (its batches may still be converted by several threads at once).
     pub fn new(source: impl Iterator<Item = Result<RecordBatch>> + Send + 'static) -> Self {
-        Batches { cursor: Mutex::new(Cursor { source: Box::new(source), current: None, offset: 0 }) }
+        let once: Mutex<Option<BatchSource>> = Mutex::new(Some(Box::new(source)));
+        Self::pulled(move || once.lock().unwrap_or_else(|p| p.into_inner()).take().map(Ok))
     }
 
     pub fn empty() -> Self {
@@ -145,24 +162,32 @@ impl Batches {
     }
 
     fn next_slice(&self) -> Result<Option<RecordBatch>> {
-        let mut c = self.cursor.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            if let Some(batch) = &c.current {
-                if c.offset < batch.num_rows() {
-                    let len = (batch.num_rows() - c.offset).min(CHUNK);
-                    let slice = batch.slice(c.offset, len);
-                    c.offset += len;
-                    return Ok(Some(slice));
+            let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let mut cursor = match idle {
+                Some(c) => c,
+                None => match (self.sources)() {
+                    Some(source) => Cursor { source: source?, current: None, offset: 0 },
+                    None => return Ok(None),
+                },
+            };
+            loop {
+                if let Some(batch) = &cursor.current {
+                    if cursor.offset < batch.num_rows() {
+                        let len = (batch.num_rows() - cursor.offset).min(CHUNK);
+                        let slice = batch.slice(cursor.offset, len);
+                        cursor.offset += len;
+                        self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(cursor);
+                        return Ok(Some(slice));
+                    }
                 }
-            }
-            match c.source.next() {
-                Some(batch) => {
-                    c.current = Some(batch?);
-                    c.offset = 0;
-                }
-                None => {
-                    c.current = None;
-                    return Ok(None);
+                match cursor.source.next() {
+                    Some(batch) => {
+                        cursor.current = Some(batch?);
+                        cursor.offset = 0;
+                    }
+                    // This source is done: on to another.
+                    None => break,
                 }
             }
         }
