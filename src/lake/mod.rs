@@ -763,6 +763,20 @@ struct NativeRead {
     batch_size: usize,
 }
 
+impl NativeRead {
+    fn with<'a>(
+        &'a self,
+        deleted: &'a dyn Fn(usize) -> std::result::Result<Option<Vec<u64>>, String>,
+    ) -> native::Read<'a> {
+        native::Read {
+            shape: &self.shape,
+            engine: self.facts.engine.clone().unwrap_or(native::Engine::Deduplicate),
+            batch_size: self.batch_size,
+            deleted,
+        }
+    }
+}
+
 impl Scan {
     /// Reads every split with paimon-rust's reader (`reader := 'paimon-rust'`): the reference
     /// the native path is tested and benchmarked against.
@@ -823,7 +837,7 @@ impl Scan {
     pub fn into_units(self) -> Result<Units> {
         let read = self.native_read()?;
         let Some(table) = self.table else {
-            return Ok(Units { units: Vec::new(), next: AtomicUsize::new(0), ctx: None });
+            return Ok(Units { units: Vec::new(), next: AtomicUsize::new(0), more: Mutex::default(), ctx: None });
         };
         let units = match &read {
             Some(r) => native::units(self.splits, &r.facts, self.native),
@@ -837,7 +851,7 @@ impl Scan {
             place: self.place,
             remote: self.remote,
         };
-        Ok(Units { units, next: AtomicUsize::new(0), ctx: Some(ctx) })
+        Ok(Units { units, next: AtomicUsize::new(0), more: Mutex::default(), ctx: Some(ctx) })
     }
 
     /// Reads the planned work on up to `threads` reader threads of our own, one unit at a time
@@ -896,6 +910,8 @@ struct UnitContext {
 pub struct Units {
     units: Vec<native::Unit>,
     next: AtomicUsize,
+    /// Units an opened unit handed on (the other row groups of its file), taken first.
+    more: Mutex<Vec<native::Unit>>,
     ctx: Option<UnitContext>,
 }
 
@@ -912,37 +928,59 @@ impl Units {
     /// The next unit not yet handed out, opened (a native unit has read and checked every
     /// file's footer), or None when all have been.
     pub fn next(&self) -> Option<Result<UnitBatches>> {
-        let unit = self.units.get(self.next.fetch_add(1, Ordering::Relaxed))?;
         let ctx = self.ctx.as_ref()?;
-        Some(ctx.open(unit))
+        let opened = match self.more.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+            Some(unit) => ctx.open(&unit),
+            None => ctx.open(self.units.get(self.next.fetch_add(1, Ordering::Relaxed))?),
+        };
+        Some(opened.map(|(batches, more)| {
+            self.more.lock().unwrap_or_else(|p| p.into_inner()).extend(more);
+            batches
+        }))
     }
 }
 
 impl UnitContext {
-    fn open(&self, unit: &native::Unit) -> Result<UnitBatches> {
-        let (split, runs, merge) = match unit {
-            native::Unit::Paimon(split) => return self.paimon(split.clone()),
-            native::Unit::Native { split, runs, merge } => (split, runs, *merge),
+    /// Opens `unit`; also returns the units it hands on (see [`native::open_unit`]).
+    fn open(&self, unit: &native::Unit) -> Result<(UnitBatches, Vec<native::Unit>)> {
+        let paimon = |split: DataSplit| self.paimon(split).map(|b| (b, Vec::new()));
+        let read = match (unit, &self.read) {
+            (native::Unit::Paimon(split), _) => return paimon(split.clone()),
+            (_, Some(read)) => read,
+            (_, None) => return Err(self.place.err("internal error: a native unit without its read")),
         };
-        let read =
-            self.read.as_ref().ok_or_else(|| self.place.err("internal error: a native unit without its read"))?;
-        let engine = read.facts.engine.clone().unwrap_or(native::Engine::Deduplicate);
-        let deleted = |f: usize| deleted_rows(split, f);
-        match native::open_unit(split, runs, merge, &read.shape, engine, read.batch_size, &deleted) {
-            Ok(batches) => {
-                let place = self.place.clone();
-                Ok(Box::new(batches.filter_map(move |batch| match batch {
-                    Ok(b) if b.num_rows() == 0 => None,
-                    Ok(b) => Some(to_arrow60(&b).map_err(|e| place.err(e))),
-                    Err(e) => Some(Err(place.err(e))),
-                })))
+        let deleted_of = |split: &Arc<DataSplit>| {
+            let split = split.clone();
+            move |f: usize| deleted_rows(&split, f)
+        };
+        let opened = match unit {
+            native::Unit::Native { split, runs, merge } => {
+                let deleted = deleted_of(split);
+                match native::open_unit(split, runs, *merge, &read.with(&deleted)) {
+                    Err(native::decode::Refusal::Unsupported(_)) => {
+                        let split = native::fallback_split(split, runs).map_err(|e| self.place.paimon_err(e))?;
+                        return paimon(split);
+                    }
+                    other => other,
+                }
             }
-            Err(native::decode::Refusal::Unsupported(_)) => {
-                let split = native::fallback_split(split, runs).map_err(|e| self.place.paimon_err(e))?;
-                self.paimon(split)
+            native::Unit::RowGroup { split, file, merge, footer, row_group } => {
+                let deleted = deleted_of(split);
+                native::open_row_group(split, *file, *merge, footer, *row_group, &read.with(&deleted))
+                    .map(|b| (b, Vec::new()))
             }
-            Err(native::decode::Refusal::Failed(e)) => Err(self.place.err(e)),
-        }
+            native::Unit::Paimon(_) => unreachable!("handled above"),
+        };
+        let (batches, more) = opened.map_err(|e| match e {
+            native::decode::Refusal::Unsupported(e) | native::decode::Refusal::Failed(e) => self.place.err(e),
+        })?;
+        let place = self.place.clone();
+        let batches: UnitBatches = Box::new(batches.filter_map(move |batch| match batch {
+            Ok(b) if b.num_rows() == 0 => None,
+            Ok(b) => Some(to_arrow60(&b).map_err(|e| place.err(e))),
+            Err(e) => Some(Err(place.err(e))),
+        }));
+        Ok((batches, more))
     }
 
     /// A split read by paimon-rust's reader, driven batch by batch on the pulling thread.

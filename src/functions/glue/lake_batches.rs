@@ -2,7 +2,7 @@
 //! columns they declare, and the emission of streamed Arrow batches into DuckDB data chunks
 //! (at most one vector, 2048 rows, per chunk; several DuckDB threads may pull at once).
 
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 
 use duckdb::arrow::datatypes::DataType;
 use duckdb::arrow::record_batch::RecordBatch;
@@ -133,22 +133,42 @@ struct Cursor {
     offset: usize,
 }
 
+/// The cursors not being read, and how many are (or sources being opened).
+#[derive(Default)]
+struct Pool {
+    idle: Vec<Cursor>,
+    busy: usize,
+    exhausted: bool,
+}
+
 /// Batches pulled as DuckDB asks for rows, from sources handed out one at a time. A DuckDB
 /// thread takes an idle cursor (or opens the next source when none is idle), owns it while it
 /// reads the next batch of that source — so decoding runs on DuckDB's threads, one source per
 /// thread — and puts it back as soon as it has cut its slice; the conversion into DuckDB's
-/// vectors runs with nothing held. A thread finds no work only when every source is opened and
-/// no cursor is idle; a cursor put back is always taken again, because the thread that put it
-/// back has emitted rows and so is asked again.
+/// vectors runs with nothing held. A thread that finds no idle cursor after the last source
+/// was opened waits for a busy one rather than finishing: the rest of the last source is still
+/// shared by every thread (a thread that finished early would leave it to one).
 pub struct Batches {
     sources: Sources,
-    idle: Mutex<Vec<Cursor>>,
+    pool: Mutex<Pool>,
+    returned: Condvar,
+}
+
+/// A thread's claim on one cursor (or on opening a source): released on every way out,
+/// panics included, so no waiting thread waits for a claim that is gone.
+struct Claim<'a>(&'a Batches);
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.0.lock().busy -= 1;
+        self.0.returned.notify_all();
+    }
 }
 
 impl Batches {
     /// Sources handed out by `next` (called with no lock held, on the asking thread).
     pub fn pulled(next: impl Fn() -> Option<Result<BatchSource>> + Send + Sync + 'static) -> Self {
-        Batches { sources: Box::new(next), idle: Mutex::new(Vec::new()) }
+        Batches { sources: Box::new(next), pool: Mutex::new(Pool::default()), returned: Condvar::new() }
     }
 
     /// One stream (its batches may still be converted by several threads at once).
@@ -161,14 +181,41 @@ impl Batches {
         Self::new(std::iter::empty())
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pool> {
+        self.pool.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An idle cursor, or None when this thread should open the next source; Err(()) when
+    /// there is nothing left to read.
+    fn claim(&self) -> std::result::Result<(Claim<'_>, Option<Cursor>), ()> {
+        let mut pool = self.lock();
+        loop {
+            if let Some(c) = pool.idle.pop() {
+                pool.busy += 1;
+                return Ok((Claim(self), Some(c)));
+            }
+            if !pool.exhausted {
+                pool.busy += 1;
+                return Ok((Claim(self), None));
+            }
+            if pool.busy == 0 {
+                return Err(());
+            }
+            pool = self.returned.wait(pool).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
     fn next_slice(&self) -> Result<Option<RecordBatch>> {
         loop {
-            let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let Ok((claim, idle)) = self.claim() else { return Ok(None) };
             let mut cursor = match idle {
                 Some(c) => c,
                 None => match (self.sources)() {
                     Some(source) => Cursor { source: source?, current: None, offset: 0 },
-                    None => return Ok(None),
+                    None => {
+                        self.lock().exhausted = true;
+                        continue;
+                    }
                 },
             };
             loop {
@@ -177,7 +224,8 @@ impl Batches {
                         let len = (batch.num_rows() - cursor.offset).min(CHUNK);
                         let slice = batch.slice(cursor.offset, len);
                         cursor.offset += len;
-                        self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(cursor);
+                        self.lock().idle.push(cursor);
+                        drop(claim);
                         return Ok(Some(slice));
                     }
                 }

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::{
-    ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelector,
 };
 use parquet::arrow::ProjectionMask;
 use parquet::file::reader::ChunkReader;
@@ -41,19 +42,23 @@ fn same_values(from: &DataType, to: &DataType) -> bool {
     (text(from) && text(to)) || (bytes(from) && bytes(to))
 }
 
-/// Opens `reader` (a Parquet file of `rows` rows) for the columns of `schema`, skipping the
-/// row positions in `deleted` (ascending).
-pub fn open<T: ChunkReader + 'static>(
-    reader: T,
+/// A file's footer, read once and checked against the columns a read asks for: what reading
+/// any of its row groups needs.
+#[derive(Clone)]
+pub struct Footer {
+    meta: ArrowReaderMetadata,
+    mask: ProjectionMask,
+    /// For each wanted column, its position in the decoded batch and whether it needs a cast.
+    layout: Vec<(usize, bool)>,
     schema: SchemaRef,
-    deleted: Option<Vec<u64>>,
-    batch_size: usize,
-) -> Result<FileBatches, Refusal> {
-    let failed = |e: parquet::errors::ParquetError| Refusal::Failed(e.to_string());
+}
+
+/// Reads and checks the footer of `reader` for the columns of `schema`.
+pub fn footer<T: ChunkReader>(reader: &T, schema: SchemaRef) -> Result<Footer, Refusal> {
     // The table's schema decides the types, not an Arrow schema a writer embedded.
     let options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
-    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(reader, options).map_err(failed)?;
-    let file_schema = builder.schema().clone();
+    let meta = ArrowReaderMetadata::load(reader, options).map_err(|e| Refusal::Failed(e.to_string()))?;
+    let file_schema = meta.schema().clone();
     let mut roots: Vec<usize> = Vec::with_capacity(schema.fields().len());
     for field in schema.fields() {
         let Some((i, found)) = file_schema.column_with_name(field.name()) else {
@@ -80,23 +85,62 @@ pub fn open<T: ChunkReader + 'static>(
             (at, file_schema.field(*i).data_type() != f.data_type())
         })
         .collect();
-    let rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
-    let mask = ProjectionMask::roots(builder.parquet_schema(), sorted.iter().copied());
-    let mut builder = builder.with_projection(mask).with_batch_size(batch_size);
-    if let Some(deleted) = deleted.filter(|d| !d.is_empty()) {
-        builder = builder.with_row_selection(selection(&deleted, rows));
-    }
-    let inner = builder.build().map_err(failed)?;
-    Ok(FileBatches { inner, layout, schema })
+    let mask = ProjectionMask::roots(meta.parquet_schema(), sorted.iter().copied());
+    Ok(Footer { meta, mask, layout, schema })
 }
 
-/// Rows `0..rows` without the `deleted` positions (ascending, possibly repeated), as runs.
-pub fn selection(deleted: &[u64], rows: u64) -> RowSelection {
+impl Footer {
+    pub fn row_groups(&self) -> usize {
+        self.meta.metadata().num_row_groups()
+    }
+
+    /// Row group `g`'s first row and row count.
+    fn rows_of(&self, g: usize) -> (u64, u64) {
+        let groups = self.meta.metadata().row_groups();
+        let count = |r: &parquet::file::metadata::RowGroupMetaData| r.num_rows().max(0) as u64;
+        (groups[..g].iter().map(count).sum(), count(&groups[g]))
+    }
+
+    /// Decodes `reader` (the file this footer is of) — one row group, or all of them — skipping
+    /// the row positions in `deleted` (ascending, file-wide).
+    pub fn read<T: ChunkReader + 'static>(
+        &self,
+        reader: T,
+        row_group: Option<usize>,
+        deleted: Option<&[u64]>,
+        batch_size: usize,
+    ) -> Result<FileBatches, Refusal> {
+        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(reader, self.meta.clone())
+            .with_projection(self.mask.clone())
+            .with_batch_size(batch_size);
+        let (first, rows) = match row_group {
+            Some(g) => {
+                builder = builder.with_row_groups(vec![g]);
+                self.rows_of(g)
+            }
+            None => (0, self.meta.metadata().file_metadata().num_rows().max(0) as u64),
+        };
+        if let Some(deleted) = deleted.filter(|d| !d.is_empty()) {
+            builder = builder.with_row_selection(selection(deleted, first, rows));
+        }
+        let inner = builder.build().map_err(|e| Refusal::Failed(e.to_string()))?;
+        Ok(FileBatches { inner, layout: self.layout.clone(), schema: self.schema.clone() })
+    }
+}
+
+/// Rows `first..first + rows` without the `deleted` positions (ascending, possibly repeated),
+/// as runs relative to `first`.
+pub fn selection(deleted: &[u64], first: u64, rows: u64) -> RowSelection {
     let mut selectors = Vec::new();
     let mut at = 0u64;
-    for &d in deleted {
-        if d < at || d >= rows {
+    let from = deleted.partition_point(|&d| d < first);
+    for &d in &deleted[from..] {
+        let d = d - first;
+        if d < at {
             continue;
+        }
+        if d >= rows {
+            break;
         }
         if d > at {
             selectors.push(RowSelector::select((d - at) as usize));
@@ -232,7 +276,7 @@ mod tests {
 
     #[test]
     fn deletion_positions_become_skips() {
-        let sel: Vec<RowSelector> = selection(&[0, 3, 4, 9, 12], 10).into();
+        let sel: Vec<RowSelector> = selection(&[0, 3, 4, 9, 12], 0, 10).into();
         let expect = vec![
             RowSelector::skip(1),
             RowSelector::select(2),
@@ -246,5 +290,8 @@ mod tests {
         };
         assert_eq!(rows(&sel), rows(&expect));
         assert_eq!(rows(&sel).iter().filter(|k| **k).count(), 6);
+        // A row group's share: rows 10..15 of the file, positions file-wide.
+        let sel: Vec<RowSelector> = selection(&[3, 10, 12, 14, 15, 20], 10, 5).into();
+        assert_eq!(rows(&sel), vec![false, true, false, true, false]);
     }
 }

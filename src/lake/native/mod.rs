@@ -109,6 +109,9 @@ pub enum Unit {
     /// Files of one split (indices into its files), each file a sorted run: merged when more
     /// than one, checked and passed on when one.
     Native { split: Arc<DataSplit>, runs: Vec<Vec<usize>>, merge: bool },
+    /// One row group of a file that is a unit alone (one sorted run of one file), handed out
+    /// by the thread that opened the file: a large file is read by every thread.
+    RowGroup { split: Arc<DataSplit>, file: usize, merge: bool, footer: decode::Footer, row_group: usize },
     /// A split (or one file of it) read by paimon-rust.
     Paimon(DataSplit),
 }
@@ -305,39 +308,90 @@ impl Shape {
 /// Result batches of one native unit, or the refusal that sends it to paimon-rust.
 pub type Batches = Box<dyn Iterator<Item = Result<RecordBatch, String>> + Send>;
 
+/// What reading a native unit needs besides the unit.
+pub struct Read<'a> {
+    pub shape: &'a Shape,
+    pub engine: Engine,
+    pub batch_size: usize,
+    /// File `i`'s deleted row positions (its deletion vector), if any.
+    pub deleted: &'a dyn Fn(usize) -> Result<Option<Vec<u64>>, String>,
+}
+
+fn open_file(split: &DataSplit, i: usize) -> Result<std::fs::File, decode::Refusal> {
+    let path = split.data_file_path(&split.data_files()[i]);
+    let local = path.strip_prefix("file://").or_else(|| path.strip_prefix("file:")).unwrap_or(&path);
+    std::fs::File::open(local).map_err(|e| decode::Refusal::Failed(format!("cannot open data file {local}: {e}")))
+}
+
 /// Opens a native unit: every file's footer is read and checked before any row is, so a
-/// refusal leaves nothing half-read. `deleted(i)` gives file `i`'s deleted row positions.
+/// refusal leaves nothing half-read. A unit of one file with several row groups reads its
+/// first and returns the others as units of their own.
 pub fn open_unit(
-    split: &DataSplit,
+    split: &Arc<DataSplit>,
     runs: &[Vec<usize>],
     merge: bool,
-    shape: &Shape,
-    engine: Engine,
-    batch_size: usize,
-    deleted: &dyn Fn(usize) -> Result<Option<Vec<u64>>, String>,
-) -> Result<Batches, decode::Refusal> {
-    let (schema, layout) = shape.read(merge);
-    let mut opened: Vec<Vec<decode::FileBatches>> = Vec::with_capacity(runs.len());
+    read: &Read,
+) -> Result<(Batches, Vec<Unit>), decode::Refusal> {
+    let (schema, _) = read.shape.read(merge);
+    let mut footers: Vec<Vec<(usize, decode::Footer)>> = Vec::with_capacity(runs.len());
     for run in runs {
         let mut files = Vec::with_capacity(run.len());
         for &i in run {
-            let meta = &split.data_files()[i];
-            let path = split.data_file_path(meta);
-            let local = path.strip_prefix("file://").or_else(|| path.strip_prefix("file:")).unwrap_or(&path);
-            let file = std::fs::File::open(local)
-                .map_err(|e| decode::Refusal::Failed(format!("cannot open data file {local}: {e}")))?;
-            let dv = deleted(i).map_err(decode::Refusal::Failed)?;
-            files.push(decode::open(file, schema.clone(), dv, batch_size)?);
+            files.push((i, decode::footer(&open_file(split, i)?, schema.clone())?));
+        }
+        footers.push(files);
+    }
+    if let [run] = footers.as_slice() {
+        if let [(file, footer)] = run.as_slice() {
+            if footer.row_groups() > 1 {
+                let rest = (1..footer.row_groups())
+                    .map(|g| Unit::RowGroup {
+                        split: split.clone(),
+                        file: *file,
+                        merge,
+                        footer: footer.clone(),
+                        row_group: g,
+                    })
+                    .collect();
+                return Ok((open_row_group(split, *file, merge, footer, 0, read)?, rest));
+            }
+        }
+    }
+    let mut opened: Vec<Vec<decode::FileBatches>> = Vec::with_capacity(runs.len());
+    for run in footers {
+        let mut files = Vec::with_capacity(run.len());
+        for (i, footer) in run {
+            let dv = (read.deleted)(i).map_err(decode::Refusal::Failed)?;
+            files.push(footer.read(open_file(split, i)?, None, dv.as_deref(), read.batch_size)?);
         }
         opened.push(files);
     }
-    let out_schema = Arc::new(arrow_schema::Schema::new(shape.outputs.clone()));
+    Ok((finish(opened, merge, read), Vec::new()))
+}
+
+/// Opens one row group of a file whose footer another unit read.
+pub fn open_row_group(
+    split: &DataSplit,
+    file: usize,
+    merge: bool,
+    footer: &decode::Footer,
+    row_group: usize,
+    read: &Read,
+) -> Result<Batches, decode::Refusal> {
+    let dv = (read.deleted)(file).map_err(decode::Refusal::Failed)?;
+    let batches = footer.read(open_file(split, file)?, Some(row_group), dv.as_deref(), read.batch_size)?;
+    Ok(finish(vec![vec![batches]], merge, read))
+}
+
+/// The unit's result: its files' batches as they are, or their runs merged.
+fn finish(opened: Vec<Vec<decode::FileBatches>>, merge: bool, read: &Read) -> Batches {
     if !merge {
-        let files = opened.into_iter().flatten().flatten();
-        return Ok(Box::new(files));
+        return Box::new(opened.into_iter().flatten().flatten());
     }
-    let key_types: Vec<DataType> = shape.keys.iter().map(|f| f.data_type().clone()).collect();
+    let (_, layout) = read.shape.read(merge);
+    let out_schema = Arc::new(arrow_schema::Schema::new(read.shape.outputs.clone()));
+    let key_types: Vec<DataType> = read.shape.keys.iter().map(|f| f.data_type().clone()).collect();
     let runs: Vec<merge::Run> =
         opened.into_iter().map(|files| Box::new(files.into_iter().flatten()) as merge::Run).collect();
-    Ok(Box::new(merge::Merger::new(runs, layout, engine, &key_types, out_schema)))
+    Box::new(merge::Merger::new(runs, layout, read.engine, &key_types, out_schema))
 }

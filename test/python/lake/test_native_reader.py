@@ -12,10 +12,13 @@ of ../shared/fixtures/paimon are read through the native path in test_other_impl
 
 from __future__ import annotations
 
+import contextlib
 import random
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pypaimon.schema.data_types import AtomicType
 from pypaimon.schema.schema_change import SchemaChange
@@ -58,6 +61,8 @@ class Case:
         self.evolve_at = r.randint(1, self.commits - 1) if self.commits > 1 and seed % 7 == 3 else None
         # Every fifth table spans many read batches per file (a merge over batch boundaries).
         self.keys = r.randint(6000, 20000) if seed % 5 == 4 else r.randint(20, 400)
+        # Every third table's files hold many row groups (each read as a unit of its own).
+        self.row_group_rows = 16 if seed % 3 == 0 else None
         self.r = r
 
     def options(self) -> dict:
@@ -158,8 +163,35 @@ def write(tmp_path, case: Case) -> tuple[str, list[list[dict]]]:
             extra = True
         rows = case.rows(c, extra)
         written.append(rows)
-        commit(table, schema_for(extra, partitioned), rows)
+        with row_groups_of(case.row_group_rows):
+            commit(table, schema_for(extra, partitioned), rows)
     return wh.path("t"), written
+
+
+@contextlib.contextmanager
+def row_groups_of(rows: int | None):
+    """pypaimon writes each data file with pyarrow's `write_table` (row groups of 1 Mi rows):
+    made to cut row groups of `rows` rows, as a writer with a small block size does."""
+    if rows is None:
+        yield
+        return
+    original = pq.write_table
+
+    def small_groups(*args, **kwargs):
+        kwargs["row_group_size"] = rows
+        return original(*args, **kwargs)
+
+    pq.write_table = small_groups
+    try:
+        yield
+    finally:
+        pq.write_table = original
+
+
+def row_group_counts(path: str) -> list[tuple[int, int]]:
+    """(rows, row groups) of each data file of the table at `path`."""
+    metas = [pq.ParquetFile(f).metadata for f in sorted(Path(path).glob("**/*.parquet"))]
+    return [(m.num_rows, m.num_row_groups) for m in metas]
 
 
 def pypaimon_rows(path: str, columns: list[str]) -> list[tuple]:
@@ -200,6 +232,9 @@ def test_native_reader_equals_paimon_rust_and_pypaimon(tmp_path, ext_path, seed)
     one = canon(con.execute(f"SELECT qty FROM paimon_scan('{path}')").fetchall())
     assert one == canon((row[columns.index("qty")],) for row in reference)
     assert con.execute(f"SELECT count(*) FROM paimon_scan('{path}')").fetchone()[0] == len(reference)
+    if case.row_group_rows is not None:
+        files = row_group_counts(path)
+        assert all(groups == -(-rows // case.row_group_rows) for rows, groups in files), f"seed {seed}: {files}"
     routes = con.execute(f"SELECT reader, reason FROM paimon_read_plan('{path}')").fetchall()
     readers = {reader for reader, _ in routes}
     if expected_native(case):
@@ -227,6 +262,8 @@ def test_the_seeds_cover_every_engine_and_feature():
     assert any(c.commits == 1 for c in cases) and any(c.commits >= 6 for c in cases)
     assert sum(expected_native(c) for c in cases) >= 8
     assert any(expected_native(c) and c.keys > 4 * 2048 and c.commits > 1 for c in cases)
+    small = [c for c in cases if c.row_group_rows is not None and expected_native(c)]
+    assert any(c.commits == 1 for c in small) and any(c.commits > 1 for c in small)
 
 
 def test_reader_parameter_and_read_plan_refuse_bad_input(tmp_path, ext_path):
