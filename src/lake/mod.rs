@@ -806,7 +806,11 @@ impl Scan {
         // Decoding and merging cost per batch as well as per row: batches of many vectors
         // (DuckDB takes them a vector at a time), still a few MB per sorted run in flight.
         let batch_size = NATIVE_BATCH_ROWS;
-        Ok(Some(NativeRead { facts, shape: native::Shape { outputs, keys }, batch_size }))
+        // Text and bytes are decoded as views (see `native::decode::footer`): the merge and
+        // DuckDB's vectors take them as they are.
+        let views = |fields: Vec<arrow_schema::Field>| fields.into_iter().map(native::decode::as_view).collect();
+        let shape = native::Shape { outputs: views(outputs), keys: views(keys) };
+        Ok(Some(NativeRead { facts, shape, batch_size }))
     }
 
     /// Each split's route: what reads it, and why paimon-rust does where it does.

@@ -1,7 +1,7 @@
 //! Arrow batches into DuckDB data chunks, a column at a time, for the types a lake read yields:
 //! fixed-width values copied as one block, validity copied 64 rows per word, short strings
 //! written inline into DuckDB's string slots (only strings over 12 bytes go through DuckDB's
-//! string heap). duckdb-rs's general conversion costs an FFI call per string and per NULL and
+//! string heap; an inline string view is copied as the 16 bytes it is). duckdb-rs's general conversion costs an FFI call per string and per NULL and
 //! validates every decimal; a batch holding any other type still goes through it.
 //!
 //! Invariant: a column is written here only when its Arrow type and the vector's DuckDB type
@@ -26,6 +26,8 @@ enum Layout {
     /// DECIMAL(width <= 18) stored in a narrower integer than Arrow's i128.
     Narrow(usize),
     Text,
+    /// Arrow's string view: a short value's view is DuckDB's inline `string_t` already.
+    View,
 }
 
 fn layout(arrow: &DataType, vector: ffi::duckdb_vector) -> Option<Layout> {
@@ -64,6 +66,7 @@ fn layout(arrow: &DataType, vector: ffi::duckdb_vector) -> Option<Layout> {
             _ => Layout::Fixed(16),
         }),
         Utf8 if want(ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR) => Some(Layout::Text),
+        Utf8View if want(ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR) => Some(Layout::View),
         _ => None,
     }
 }
@@ -79,7 +82,7 @@ pub fn write(batch: &RecordBatch, output: &mut DataChunkHandle) -> Result<(), Bo
     let layouts: Option<Vec<Layout>> =
         batch.columns().iter().zip(&vectors).map(|(c, &v)| layout(c.data_type(), v)).collect();
     let (Some(layouts), true) = (layouts, rows <= crate::core::VECTOR_SIZE) else {
-        return record_batch_to_duckdb_data_chunk(batch, output);
+        return record_batch_to_duckdb_data_chunk(&without_views(batch)?, output);
     };
     for ((column, &vector), layout) in batch.columns().iter().zip(&vectors).zip(layouts) {
         // SAFETY: the vector holds VECTOR_SIZE >= rows slots of the layout `layout` checked
@@ -88,6 +91,44 @@ pub fn write(batch: &RecordBatch, output: &mut DataChunkHandle) -> Result<(), Bo
     }
     output.set_len(rows);
     Ok(())
+}
+
+/// `batch` with string and binary views as plain arrays, for duckdb-rs's conversion.
+fn without_views(batch: &RecordBatch) -> Result<RecordBatch, Box<dyn std::error::Error>> {
+    use duckdb::arrow::datatypes::{Field, Schema};
+    let plain = |t: &DataType| match t {
+        DataType::Utf8View => Some(DataType::Utf8),
+        DataType::BinaryView => Some(DataType::Binary),
+        _ => None,
+    };
+    if !batch.schema().fields().iter().any(|f| plain(f.data_type()).is_some()) {
+        return Ok(batch.clone());
+    }
+    let mut fields = Vec::with_capacity(batch.num_columns());
+    let mut columns = Vec::with_capacity(batch.num_columns());
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        match plain(field.data_type()) {
+            Some(t) => {
+                columns.push(duckdb::arrow::compute::cast(column, &t)?);
+                fields.push(Field::new(field.name(), t, field.is_nullable()));
+            }
+            None => {
+                columns.push(column.clone());
+                fields.push(field.as_ref().clone());
+            }
+        }
+    }
+    let options = duckdb::arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    Ok(RecordBatch::try_new_with_options(std::sync::Arc::new(Schema::new(fields)), columns, &options)?)
+}
+
+/// # Safety
+/// `out` must have room for `values.len()` values of `T`.
+unsafe fn narrow<T>(values: &[i128], out: *mut T, cast: impl Fn(i128) -> T) {
+    for (i, &v) in values.iter().enumerate() {
+        // SAFETY: `i < values.len()` (contract).
+        unsafe { out.add(i).write_unaligned(cast(v)) };
+    }
 }
 
 /// # Safety
@@ -106,12 +147,17 @@ unsafe fn write_column(column: &dyn Array, vector: ffi::duckdb_vector, layout: L
             unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), data, from.len()) };
         }
         Layout::Narrow(size) => {
-            let decimals = column.as_primitive::<duckdb::arrow::datatypes::Decimal128Type>();
-            for (i, v) in decimals.values().iter().enumerate() {
-                let bytes = v.to_le_bytes();
-                // SAFETY: slot `i < rows` of `size` bytes (contract); a value of DECIMAL(width)
-                // fits that many bytes, so its low bytes are the value.
-                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), data.add(i * size), size) };
+            let decimals = column.as_primitive::<duckdb::arrow::datatypes::Decimal128Type>().values();
+            // A value of DECIMAL(width) fits the narrower integer, so truncating keeps it; each
+            // width is its own loop so the compiler turns it into plain stores.
+            let out = data;
+            match size {
+                // SAFETY: the vector holds `rows` slots of 2 bytes (contract); `decimals` holds `rows` values.
+                2 => unsafe { narrow(decimals, out as *mut i16, |v| v as i16) },
+                // SAFETY: as above, slots of 4 bytes.
+                4 => unsafe { narrow(decimals, out as *mut i32, |v| v as i32) },
+                // SAFETY: as above, slots of 8 bytes.
+                _ => unsafe { narrow(decimals, out as *mut i64, |v| v as i64) },
             }
         }
         Layout::Text => {
@@ -131,6 +177,34 @@ unsafe fn write_column(column: &dyn Array, vector: ffi::duckdb_vector, layout: L
                         std::ptr::copy_nonoverlapping(s.as_ptr(), slot.add(4), s.len());
                     }
                 } else {
+                    // SAFETY: DuckDB copies `s` into the vector's string heap.
+                    unsafe {
+                        ffi::duckdb_vector_assign_string_element_len(
+                            vector,
+                            i as u64,
+                            s.as_ptr().cast(),
+                            s.len() as u64,
+                        )
+                    };
+                }
+            }
+        }
+        Layout::View => {
+            let strings = column.as_string_view();
+            for (i, &view) in strings.views().iter().enumerate() {
+                let len = view as u32 as usize;
+                if strings.is_null(i) {
+                    continue;
+                }
+                if len <= INLINE {
+                    // The bytes past the value are zero in DuckDB's inline strings (it compares
+                    // them); Arrow's writers zero them too, but that is not promised.
+                    let kept = view & (u128::MAX >> (8 * (INLINE - len)));
+                    // SAFETY: slot `i` is a 16-byte string_t (contract): length, then the bytes
+                    // inline — the layout of an inline view, both little-endian.
+                    unsafe { (data.add(i * STRING_T) as *mut u128).write_unaligned(kept) };
+                } else {
+                    let s = strings.value(i).as_bytes();
                     // SAFETY: DuckDB copies `s` into the vector's string heap.
                     unsafe {
                         ffi::duckdb_vector_assign_string_element_len(

@@ -53,11 +53,44 @@ pub struct Footer {
     schema: SchemaRef,
 }
 
+/// `field` with text as `Utf8View` and bytes as `BinaryView` (what this decoder yields for them).
+pub fn as_view(field: Field) -> Field {
+    let view = match field.data_type() {
+        DataType::Utf8 | DataType::LargeUtf8 => DataType::Utf8View,
+        DataType::Binary | DataType::LargeBinary => DataType::BinaryView,
+        _ => return field,
+    };
+    field.with_data_type(view)
+}
+
 /// Reads and checks the footer of `reader` for the columns of `schema`.
 pub fn footer<T: ChunkReader>(reader: &T, schema: SchemaRef) -> Result<Footer, Refusal> {
     // The table's schema decides the types, not an Arrow schema a writer embedded.
     let options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
-    let meta = ArrowReaderMetadata::load(reader, options).map_err(|e| Refusal::Failed(e.to_string()))?;
+    let failed = |e: parquet::errors::ParquetError| Refusal::Failed(e.to_string());
+    let mut meta = ArrowReaderMetadata::load(reader, options.clone()).map_err(failed)?;
+    // Text and bytes asked for as views are decoded straight into views: a short value is
+    // written once, into its view, where a plain array copies it into a buffer first.
+    let wanted = |name: &str| schema.field_with_name(name).ok().map(|f| f.data_type().clone());
+    let mut hinted = false;
+    let fields: Vec<Field> = meta
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| {
+            let view = match (f.data_type(), wanted(f.name())) {
+                (DataType::Utf8 | DataType::LargeUtf8, Some(DataType::Utf8View)) => Some(DataType::Utf8View),
+                (DataType::Binary | DataType::LargeBinary, Some(DataType::BinaryView)) => Some(DataType::BinaryView),
+                _ => None,
+            };
+            hinted |= view.is_some();
+            f.as_ref().clone().with_data_type(view.unwrap_or_else(|| f.data_type().clone()))
+        })
+        .collect();
+    if hinted {
+        let hint = Arc::new(Schema::new_with_metadata(fields, meta.schema().metadata().clone()));
+        meta = ArrowReaderMetadata::try_new(meta.metadata().clone(), options.with_schema(hint)).map_err(failed)?;
+    }
     let file_schema = meta.schema().clone();
     let mut roots: Vec<usize> = Vec::with_capacity(schema.fields().len());
     for field in schema.fields() {

@@ -44,6 +44,12 @@ def schema_for(with_extra: bool, partitioned: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
+def name(x: int) -> str:
+    """Text of every length class a string view has: empty, inline (up to 12 bytes, exactly 12)
+    and out of line."""
+    return ["", "twelve bytes", "thirteen byte", f"a name longer than a view holds {x}"][x % 4] if x < 8 else f"n{x}"
+
+
 class Case:
     """One random table: how it is configured, and its commits."""
 
@@ -86,7 +92,7 @@ class Case:
                 op = r.choice(["-D", "-U"])
             row = {
                 "id": k,
-                "name": None if r.random() < 0.3 else f"n{r.randrange(50)}",
+                "name": None if r.random() < 0.3 else name(r.randrange(50)),
                 "qty": None if r.random() < 0.3 else r.randrange(-5, 100),
                 "price": None if r.random() < 0.2 else round(r.uniform(0, 50), 2),
                 "ts": r.randrange(0, 30),
