@@ -96,7 +96,8 @@ impl VTab for PaimonScan {
                 scan = scan.paimon_only();
             }
             let units = Arc::new(scan.into_units()?);
-            init.set_max_threads(bind.threads.min(units.len()).max(1) as u64);
+            // Not capped by the planned units: a file of several row groups becomes more units.
+            init.set_max_threads(bind.threads.max(1) as u64);
             let positions: Vec<Option<usize>> = wanted
                 .iter()
                 .map(|w| w.map(|i| names.iter().position(|n| n == bind.schema.field(i).name()).unwrap_or(0)))

@@ -19,9 +19,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use duckdb::arrow::datatypes::SchemaRef as Schema60;
@@ -841,7 +841,7 @@ impl Scan {
     pub fn into_units(self) -> Result<Units> {
         let read = self.native_read()?;
         let Some(table) = self.table else {
-            return Ok(Units { units: Vec::new(), next: AtomicUsize::new(0), more: Mutex::default(), ctx: None });
+            return Ok(Units::new(Vec::new(), None));
         };
         let units = match &read {
             Some(r) => native::units(self.splits, &r.facts, self.native),
@@ -855,7 +855,7 @@ impl Scan {
             place: self.place,
             remote: self.remote,
         };
-        Ok(Units { units, next: AtomicUsize::new(0), more: Mutex::default(), ctx: Some(ctx) })
+        Ok(Units::new(units, Some(ctx)))
     }
 
     /// Reads the planned work on up to `threads` reader threads of our own, one unit at a time
@@ -913,14 +913,44 @@ struct UnitContext {
 /// hand-over), `Scan::stream` on reader threads of its own.
 pub struct Units {
     units: Vec<native::Unit>,
-    next: AtomicUsize,
-    /// Units an opened unit handed on (the other row groups of its file), taken first.
-    more: Mutex<Vec<native::Unit>>,
+    queue: Mutex<Queue>,
+    /// Signalled when a unit being opened is open (and what it handed on is queued).
+    opened: Condvar,
     ctx: Option<UnitContext>,
 }
 
+/// What is left to hand out.
+#[derive(Default)]
+struct Queue {
+    /// The index of the next planned unit.
+    next: usize,
+    /// Units an opened unit handed on (the other row groups of its file), taken first.
+    more: Vec<native::Unit>,
+    /// Units being opened now: each may still hand units on, so "no more" waits for them.
+    opening: usize,
+}
+
+/// A unit being opened: counted until dropped, panics included, so no thread waits forever.
+struct Opening<'a>(&'a Units);
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        self.0.lock().opening -= 1;
+        self.0.opened.notify_all();
+    }
+}
+
 impl Units {
-    /// How many units the read has (threads beyond that would idle).
+    fn new(units: Vec<native::Unit>, ctx: Option<UnitContext>) -> Units {
+        Units { units, queue: Mutex::default(), opened: Condvar::new(), ctx }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many units the read is planned as (threads beyond that would idle until a file of
+    /// several row groups is opened).
     pub fn len(&self) -> usize {
         self.units.len()
     }
@@ -930,17 +960,38 @@ impl Units {
     }
 
     /// The next unit not yet handed out, opened (a native unit has read and checked every
-    /// file's footer), or None when all have been.
+    /// file's footer), or None when all have been — never while another thread is still
+    /// opening a unit, which may hand on more.
     pub fn next(&self) -> Option<Result<UnitBatches>> {
         let ctx = self.ctx.as_ref()?;
-        let opened = match self.more.lock().unwrap_or_else(|p| p.into_inner()).pop() {
-            Some(unit) => ctx.open(&unit),
-            None => ctx.open(self.units.get(self.next.fetch_add(1, Ordering::Relaxed))?),
+        let mut queue = self.lock();
+        // A unit handed on, or the index of a planned one.
+        let taken: std::result::Result<native::Unit, usize> = loop {
+            if let Some(unit) = queue.more.pop() {
+                break Ok(unit);
+            }
+            if queue.next < self.units.len() {
+                queue.next += 1;
+                break Err(queue.next - 1);
+            }
+            if queue.opening == 0 {
+                return None;
+            }
+            queue = self.opened.wait(queue).unwrap_or_else(|p| p.into_inner());
         };
-        Some(opened.map(|(batches, more)| {
-            self.more.lock().unwrap_or_else(|p| p.into_inner()).extend(more);
+        queue.opening += 1;
+        drop(queue);
+        let opening = Opening(self);
+        let unit = match &taken {
+            Ok(unit) => unit,
+            Err(i) => &self.units[*i],
+        };
+        let opened = ctx.open(unit).map(|(batches, more)| {
+            self.lock().more.extend(more);
             batches
-        }))
+        });
+        drop(opening);
+        Some(opened)
     }
 }
 
