@@ -122,6 +122,15 @@ fn without_views(batch: &RecordBatch) -> Result<RecordBatch, Box<dyn std::error:
     Ok(RecordBatch::try_new_with_options(std::sync::Arc::new(Schema::new(fields)), columns, &options)?)
 }
 
+/// Writes a string longer than DuckDB inlines: DuckDB copies `s` into the vector's string heap.
+///
+/// # Safety
+/// `vector` must be a writable VARCHAR vector with a slot `i`.
+unsafe fn to_heap(vector: ffi::duckdb_vector, i: usize, s: &[u8]) {
+    // SAFETY: per the function's contract; `s` is valid for its length during the call.
+    unsafe { ffi::duckdb_vector_assign_string_element_len(vector, i as u64, s.as_ptr().cast(), s.len() as u64) };
+}
+
 /// # Safety
 /// `out` must have room for `values.len()` values of `T`.
 unsafe fn narrow<T>(values: &[i128], out: *mut T, cast: impl Fn(i128) -> T) {
@@ -177,15 +186,8 @@ unsafe fn write_column(column: &dyn Array, vector: ffi::duckdb_vector, layout: L
                         std::ptr::copy_nonoverlapping(s.as_ptr(), slot.add(4), s.len());
                     }
                 } else {
-                    // SAFETY: DuckDB copies `s` into the vector's string heap.
-                    unsafe {
-                        ffi::duckdb_vector_assign_string_element_len(
-                            vector,
-                            i as u64,
-                            s.as_ptr().cast(),
-                            s.len() as u64,
-                        )
-                    };
+                    // SAFETY: slot `i` of a VARCHAR vector (contract).
+                    unsafe { to_heap(vector, i, s) };
                 }
             }
         }
@@ -204,16 +206,8 @@ unsafe fn write_column(column: &dyn Array, vector: ffi::duckdb_vector, layout: L
                     // inline — the layout of an inline view, both little-endian.
                     unsafe { (data.add(i * STRING_T) as *mut u128).write_unaligned(kept) };
                 } else {
-                    let s = strings.value(i).as_bytes();
-                    // SAFETY: DuckDB copies `s` into the vector's string heap.
-                    unsafe {
-                        ffi::duckdb_vector_assign_string_element_len(
-                            vector,
-                            i as u64,
-                            s.as_ptr().cast(),
-                            s.len() as u64,
-                        )
-                    };
+                    // SAFETY: slot `i` of a VARCHAR vector (contract).
+                    unsafe { to_heap(vector, i, strings.value(i).as_bytes()) };
                 }
             }
         }
