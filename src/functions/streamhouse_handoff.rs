@@ -1,5 +1,6 @@
 //! `__streamhouse_handoff(id BIGINT, part VARCHAR)`: internal. Scans rows a refresh parked in
-//! Rust memory (`crate::serving::handoff`), so its final statements need no temp tables.
+//! Rust memory (`crate::serving::handoff`), so its final statements need no temp tables, or a
+//! build's planned Paimon read (part `lake`), decoded on DuckDB's threads as the load pulls it.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,6 +11,8 @@ use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
+use super::glue::lake_batches::{self, Batches};
+use crate::lake::Scan;
 use crate::serving::handoff::{self, Contents, Part};
 
 const CHUNK: usize = 2048;
@@ -19,6 +22,8 @@ pub struct Handoff;
 pub struct Bound {
     id: i64,
     part: Part,
+    /// DuckDB's `threads` as bound: how many threads may read a Lake parcel.
+    threads: usize,
 }
 
 pub struct HandoffScan {
@@ -27,6 +32,8 @@ pub struct HandoffScan {
     /// For Part::Counts: the groups of each company (one output row each).
     runs: Vec<Range<usize>>,
     next: AtomicUsize,
+    /// For Part::Lake: the parcel's read, pulled by DuckDB's threads.
+    lake: Option<Batches>,
 }
 
 fn refused(why: String) -> Box<dyn std::error::Error> {
@@ -42,6 +49,15 @@ impl VTab for Handoff {
             let id = bind.get_parameter(0).to_int64();
             let name = bind.get_parameter(1).to_string();
             let part = Part::parse(&name).ok_or_else(|| refused(format!("unknown part '{name}'")))?;
+            let threads = super::glue::settings::threads(bind);
+            if part == Part::Lake {
+                let contents = handoff::open(id).ok_or_else(|| refused(format!("no parcel {id}")))?;
+                let Contents::Lake { schema, .. } = &*contents else {
+                    return Err(refused(format!("parcel {id} has no part 'lake'")));
+                };
+                lake_batches::declare(bind, handoff::FUNCTION, schema)?;
+                return Ok(Bound { id, part, threads });
+            }
             let ty = LogicalTypeHandle::from;
             let columns = match part {
                 Part::Keys => vec![("order_id", ty(LogicalTypeId::Bigint))],
@@ -56,6 +72,7 @@ impl VTab for Handoff {
                     ("order_day", ty(LogicalTypeId::Date)),
                     ("revenue", ty(LogicalTypeId::Bigint)),
                 ],
+                Part::Lake => unreachable!("declared above"),
                 Part::Counts => vec![
                     ("company", ty(LogicalTypeId::Varchar)),
                     ("order_days", LogicalTypeHandle::list(&ty(LogicalTypeId::Date))),
@@ -65,7 +82,7 @@ impl VTab for Handoff {
             for (name, ty) in columns {
                 bind.add_result_column(name, ty);
             }
-            Ok(Bound { id, part })
+            Ok(Bound { id, part, threads })
         })
     }
 
@@ -79,6 +96,7 @@ impl VTab for Handoff {
                 (Contents::Keys(_), Part::Keys)
                     | (Contents::Mart(_), Part::Mart | Part::Counts)
                     | (Contents::Rows(_), Part::Rows)
+                    | (Contents::Lake { .. }, Part::Lake)
             );
             if !fits {
                 return Err(refused(format!("parcel {} has no part '{}'", bound.id, bound.part.name())));
@@ -87,18 +105,30 @@ impl VTab for Handoff {
                 (Contents::Mart(m), Part::Counts) => m.company_runs(),
                 _ => Vec::new(),
             };
-            Ok(HandoffScan { contents, part: bound.part, runs, next: AtomicUsize::new(0) })
+            let lake = match &*contents {
+                Contents::Lake { scan, .. } => {
+                    // Planned once, read anew by each scan (a failed load's probes read it again).
+                    let units = Arc::new(Scan::clone(scan).into_units()?);
+                    init.set_max_threads(bound.threads.max(1) as u64);
+                    Some(Batches::pulled(move || units.next()))
+                }
+                _ => None,
+            };
+            Ok(HandoffScan { contents, part: bound.part, runs, next: AtomicUsize::new(0), lake })
         })
     }
 
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {
         super::glue::guarded(|| {
             let scan = func.get_init_data();
+            if let Some(lake) = &scan.lake {
+                return lake.emit(output);
+            }
             if let Contents::Rows(batches) = &*scan.contents {
                 return emit_rows(batches, &scan.next, output);
             }
             let len = match (&*scan.contents, scan.part) {
-                (Contents::Rows(_), _) => 0,
+                (Contents::Rows(_) | Contents::Lake { .. }, _) => 0,
                 (Contents::Keys(k), _) => k.len(),
                 (_, Part::Counts) => scan.runs.len(),
                 (Contents::Mart(m), _) => m.len(),
@@ -141,7 +171,7 @@ impl VTab for Handoff {
                     days.set_len(total);
                     orders.set_len(total);
                 }
-                (Contents::Rows(_), _) => {}
+                (Contents::Rows(_) | Contents::Lake { .. }, _) => {}
                 (Contents::Mart(mart), _) => {
                     let company = output.flat_vector(0);
                     for (i, g) in (start..end).enumerate() {

@@ -727,7 +727,9 @@ fn full_state<'a>(
     }
 }
 
-/// A planned read: the splits of one snapshot, ready to be read in parallel.
+/// A planned read: the splits of one snapshot, ready to be read in parallel (a clone reads the
+/// same splits again: a build's probes re-read what its load read).
+#[derive(Clone)]
 pub struct Scan {
     /// The snapshot read (None: the table has no snapshot, so no rows).
     pub snapshot: Option<i64>,

@@ -7,6 +7,8 @@
 //! create and drop, no casts, and table names resolve through the session's search_path (an
 //! appender would only look in `main`). Parcels are keyed by a random id and withdrawn when
 //! dropped, so refreshes of different databases running at once never see each other's rows.
+//! A build from a Paimon table parks its planned read the same way: the load statement scans
+//! it on DuckDB's threads, with no staged copy of the rows.
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -14,9 +16,11 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use duckdb::arrow::datatypes::SchemaRef;
 use duckdb::arrow::record_batch::RecordBatch;
 
 use crate::core::mart::Mart;
+use crate::lake::Scan;
 
 pub const FUNCTION: &str = "__streamhouse_handoff";
 
@@ -27,6 +31,12 @@ pub enum Contents {
     /// fct_orders-shaped Arrow batches (order_id, company, order_day, revenue), none longer
     /// than a DuckDB vector (2048 rows).
     Rows(Vec<RecordBatch>),
+    /// A planned read of a Paimon table, read on DuckDB's threads each time it is scanned; its
+    /// columns (`schema`, as the table declares them) in the order the read projects them.
+    Lake {
+        scan: Box<Scan>,
+        schema: SchemaRef,
+    },
 }
 
 /// Which columns a scan of a parcel returns.
@@ -41,6 +51,8 @@ pub enum Part {
     /// `company, order_days, orders` of a Mart parcel: per company, its days and their order
     /// counts as aligned lists (the layout of serving_mart_counts).
     Counts,
+    /// The columns of a Lake parcel.
+    Lake,
 }
 
 impl Part {
@@ -50,11 +62,12 @@ impl Part {
             Part::Mart => "mart",
             Part::Counts => "counts",
             Part::Rows => "rows",
+            Part::Lake => "lake",
         }
     }
 
     pub fn parse(s: &str) -> Option<Part> {
-        [Part::Keys, Part::Mart, Part::Counts, Part::Rows].into_iter().find(|p| p.name() == s)
+        [Part::Keys, Part::Mart, Part::Counts, Part::Rows, Part::Lake].into_iter().find(|p| p.name() == s)
     }
 }
 
@@ -95,6 +108,12 @@ impl Part {
     /// The table-function call that scans this part of the parcel whose id is parameter `?`.
     pub fn scan(self) -> String {
         format!("{FUNCTION}(?, '{}')", self.name())
+    }
+
+    /// The table-function call that scans this part of parcel `id` (for a relation read by
+    /// several statements, none of which takes parameters).
+    pub fn scan_of(self, id: i64) -> String {
+        format!("{FUNCTION}({id}, '{}')", self.name())
     }
 }
 

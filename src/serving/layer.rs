@@ -6,7 +6,9 @@
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use duckdb::arrow::array::{Array, Date32Array, Decimal128Array, Int64Array};
-use duckdb::arrow::datatypes::DataType;
+use std::sync::Arc;
+
+use duckdb::arrow::datatypes::{DataType, Schema};
 use duckdb::types::ValueRef;
 use duckdb::Connection;
 
@@ -19,6 +21,7 @@ use crate::core::source::{Origin, Source};
 use crate::host::transaction::Transaction;
 use crate::lake::{Access, LakeTable};
 use crate::serving::delta;
+use crate::serving::handoff::{Contents, Parcel, Part};
 
 /// The one row serving_build returns.
 #[derive(Debug, Clone, Default)]
@@ -57,10 +60,33 @@ pub struct ResolvedSource {
     pub columns: SourceColumns,
     /// For a Paimon source: the snapshot whose merged state was read.
     pub lake_snapshot: Option<i64>,
+    /// For a Paimon source read where it is loaded: the parcel `relation` scans (withdrawn
+    /// when dropped).
+    pub read: Option<Parcel>,
 }
 
-/// Resolves a source string. A Paimon source is read and staged into a temp table of our own
-/// connection (replaced by the next staging).
+/// Lets DuckDB insert rows in any order on our connection (`preserve_insertion_order`, this
+/// session only) until dropped: rows from a table function without batch indexes are
+/// otherwise inserted by one thread. Drop it after the transaction ended: DuckDB refuses the
+/// RESET inside an aborted one.
+pub struct AnyOrder<'a>(&'a Connection);
+
+impl<'a> AnyOrder<'a> {
+    pub fn set(conn: &'a Connection) -> AnyOrder<'a> {
+        // Only faster if refused (an older DuckDB): the load is the same either way.
+        let _ = conn.execute_batch("SET SESSION preserve_insertion_order = false");
+        AnyOrder(conn)
+    }
+}
+
+impl Drop for AnyOrder<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.execute_batch("RESET SESSION preserve_insertion_order");
+    }
+}
+
+/// Resolves a source string. A Paimon source is planned (its snapshot pinned) and read where it
+/// is loaded; a refresh's changed rows are staged into a temp table of our own connection.
 pub fn resolve(conn: &Connection, raw: &str, allow_deleted: bool, access: &Access) -> Result<ResolvedSource> {
     let source = match Origin::of(raw, &access.sandbox)? {
         Origin::Lake(path) => return resolve_lake(conn, raw, &path, allow_deleted, access),
@@ -80,7 +106,7 @@ pub fn resolve(conn: &Connection, raw: &str, allow_deleted: bool, access: &Acces
     let relation = source.relation_sql();
     let described = describe(conn, raw, &relation)?;
     let columns = schema::match_columns(raw, &described)?;
-    Ok(ResolvedSource { raw: raw.into(), relation, columns, lake_snapshot: None })
+    Ok(ResolvedSource { raw: raw.into(), relation, columns, lake_snapshot: None, read: None })
 }
 
 /// Resolves a refresh's change set and how it marks deletes (`deleted :=`, see
@@ -227,7 +253,13 @@ fn resolve_lake(
                 if delta::stage_changes(conn, &table, (since, latest), &columns, types, LAKE_CHANGES)? {
                     columns.deleted = Some(quote::ident("deleted"));
                     let relation = LAKE_CHANGES.into();
-                    return Ok(ResolvedSource { raw: raw.into(), relation, columns, lake_snapshot: Some(latest) });
+                    return Ok(ResolvedSource {
+                        raw: raw.into(),
+                        relation,
+                        columns,
+                        lake_snapshot: Some(latest),
+                        read: None,
+                    });
                 }
             }
             let key = schema.index_of(&columns.order_id).expect("matched column exists") + 1; // after rowkind
@@ -247,28 +279,24 @@ fn resolve_lake(
         }
     };
     let snapshot = scan.snapshot;
-    let indices: Vec<usize> = wanted.iter().map(|n| schema.index_of(n).expect("matched column exists")).collect();
-    let ddl = indices
-        .iter()
-        .map(|&i| format!("{} {}", quote::ident(schema.field(i).name()), described[i].1))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let failed = |e: duckdb::Error| Error::duckdb(format!("serving: staging Paimon table '{path}'"), &e);
-    conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {LAKE_STAGE} ({ddl})")).map_err(failed)?;
-    let mut appender = conn.appender(LAKE_STAGE).map_err(failed)?;
-    // The reader projects to exactly the wanted columns, in that order; read in parallel on
-    // DuckDB's thread count, appended as the batches arrive.
-    for batch in scan.stream(reader_threads(conn)) {
-        appender.append_record_batch(batch?).map_err(failed)?;
-    }
-    appender.flush().map_err(failed)?;
-    drop(appender);
+    // The read projects exactly the wanted columns, in that order; DuckDB's threads read it
+    // where a statement scans the parcel (no copy of the rows before the load).
+    let read_schema =
+        Schema::new(wanted.map(|n| schema.field_with_name(n).expect("matched column exists").clone()).to_vec());
+    let parcel = Parcel::new(Contents::Lake { scan: Box::new(scan), schema: Arc::new(read_schema) });
+    let relation = Part::Lake.scan_of(parcel.id());
     if since.is_none() {
-        return Ok(ResolvedSource { raw: raw.into(), relation: LAKE_STAGE.into(), columns, lake_snapshot: snapshot });
+        return Ok(ResolvedSource { raw: raw.into(), relation, columns, lake_snapshot: snapshot, read: Some(parcel) });
+    }
+    let failed = |e: duckdb::Error| Error::duckdb(format!("serving: staging Paimon table '{path}'"), &e);
+    {
+        let _any_order = AnyOrder::set(conn);
+        conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {LAKE_STAGE} AS SELECT * FROM {relation}"))
+            .map_err(failed)?;
     }
     conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {LAKE_KEYS} (order_id BIGINT)")).map_err(failed)?;
     let mut appender = conn.appender(LAKE_KEYS).map_err(failed)?;
-    let keys: duckdb::arrow::array::ArrayRef = std::sync::Arc::new(Int64Array::from(changed));
+    let keys: duckdb::arrow::array::ArrayRef = Arc::new(Int64Array::from(changed));
     appender
         .append_record_batch(
             duckdb::arrow::record_batch::RecordBatch::try_from_iter([("order_id", keys)]).map_err(arrow_failed)?,
@@ -288,7 +316,7 @@ fn resolve_lake(
     ))
     .map_err(failed)?;
     columns.deleted = Some(quote::ident("deleted"));
-    Ok(ResolvedSource { raw: raw.into(), relation: LAKE_CHANGES.into(), columns, lake_snapshot: snapshot })
+    Ok(ResolvedSource { raw: raw.into(), relation: LAKE_CHANGES.into(), columns, lake_snapshot: snapshot, read: None })
 }
 
 /// DuckDB's `threads` setting as our connection sees it (global, so the caller's too).
@@ -555,6 +583,8 @@ pub fn build(
     // Resolved before the transaction: a Paimon source's staged rows must survive a rollback so
     // that explain_load_failure can point at the offending row.
     let src = resolve(conn, raw, false, access)?;
+    // Dropped after the transaction below has ended (committed or rolled back).
+    let _any_order = src.read.as_ref().map(|_| AnyOrder::set(conn));
     // Checked before the transaction: its probes fail for a name that does not exist, and a
     // failed statement would abort the build's transaction.
     if !replace {

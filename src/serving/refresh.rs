@@ -428,6 +428,7 @@ pub fn warm(conn: &Connection) {
             .into(),
         columns,
         lake_snapshot: None,
+        read: None,
     };
     let Ok(Some(generation)) =
         conn.query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get::<_, Option<i64>>(0))
