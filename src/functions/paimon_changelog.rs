@@ -71,7 +71,8 @@ impl VTab for PaimonChangelog {
                 let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![id; batch.num_rows()]))];
                 columns.extend(batch.columns().iter().cloned());
                 RecordBatch::try_new(schema.clone(), columns).map_err(|e| Error::internal(NAME, e.to_string()))
-            })))
+            }))
+            .in_statement(init))
         })
     }
 

@@ -103,7 +103,7 @@ impl VTab for PaimonScan {
                 .map(|w| w.map(|i| names.iter().position(|n| n == bind.schema.field(i).name()).unwrap_or(0)))
                 .collect();
             if positions.iter().enumerate().all(|(k, p)| *p == Some(k)) && positions.len() == names.len() {
-                return Ok(Batches::pulled(move || units.next()));
+                return Ok(Batches::pulled(move || units.next()).in_statement(init));
             }
             // A row-id column (count(*)) or a column asked twice: lay each batch out as DuckDB asked.
             let positions = Arc::new(positions);
@@ -114,7 +114,8 @@ impl VTab for PaimonScan {
                         Box::new(batches.map(move |batch| batch.and_then(|b| lay_out(&b, &positions))))
                     })
                 })
-            }))
+            })
+            .in_statement(init))
         })
     }
 

@@ -89,6 +89,8 @@ pub struct Session {
     /// The writer connection is out of its slot, lent to a statement whose COMMIT is pending
     /// (see `Lease`): its slot is empty but the session is not released.
     leased: AtomicBool,
+    /// Scans of ours under way in users' statements (`Running`).
+    running: AtomicUsize,
     /// This instance's own descriptors on its database files, claimed at LOAD.
     own_fds: Vec<i32>,
 }
@@ -131,6 +133,19 @@ impl Drop for Lease {
             }
             self.session.give_back(held);
         }
+    }
+}
+
+/// A scan of ours under way in a user's statement (`paimon_scan`), from its init until DuckDB
+/// drops its state. While one runs, a user's statement is executing on this instance, so the
+/// watchdog takes its look as busy without asking DuckDB anything: a look is a statement
+/// DuckDB plans every time, and at the pace kept after a call it took about a tenth of a core
+/// beside a long scan.
+pub struct Running(SharedSession);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -199,6 +214,7 @@ impl Session {
             watch: Mutex::new(Watch::new(Instant::now())),
             released: AtomicBool::new(false),
             leased: AtomicBool::new(false),
+            running: AtomicUsize::new(0),
         });
         EXIT_HOOK.call_once(|| {
             // SAFETY: registering a plain `extern "C" fn()` with the C runtime.
@@ -268,7 +284,7 @@ impl Session {
             return Action::Stop;
         }
         let mut guards = Vec::with_capacity(self.ours);
-        let mut busy = self.leased.load(Ordering::SeqCst);
+        let mut busy = self.leased.load(Ordering::SeqCst) || self.running.load(Ordering::SeqCst) > 0;
         if !busy {
             for slot in self.slots() {
                 match slot.try_lock() {
@@ -351,6 +367,12 @@ impl Session {
         drop(guard);
         self.touch();
         out
+    }
+
+    /// Marks a scan of ours as under way until the returned guard is dropped (see `Running`).
+    pub fn running(self: &Arc<Self>) -> Running {
+        self.running.fetch_add(1, Ordering::SeqCst);
+        Running(self.clone())
     }
 
     /// Notes that a call of ours ran until now (the quiet periods count from its end).

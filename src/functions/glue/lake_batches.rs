@@ -7,12 +7,14 @@ use std::sync::{Condvar, Mutex};
 use duckdb::arrow::datatypes::DataType;
 use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
-use duckdb::vtab::{to_duckdb_logical_type, BindInfo, Value};
+use duckdb::vtab::{to_duckdb_logical_type, BindInfo, InitInfo, Value};
 
 #[cfg(duckdb14)]
 use super::settings::ValueExt;
 use crate::core::error::{Error, Result};
+use crate::host::session::Running;
 use crate::lake::LakeOptions;
+use crate::serving::state::SharedDatabase;
 
 use crate::core::VECTOR_SIZE as CHUNK;
 
@@ -152,6 +154,8 @@ pub struct Batches {
     sources: Sources,
     pool: Mutex<Pool>,
     returned: Condvar,
+    /// Held while DuckDB keeps this scan (see `host::session::Running`).
+    _running: Option<Running>,
 }
 
 /// A thread's claim on one cursor (or on opening a source): released on every way out,
@@ -168,7 +172,17 @@ impl Drop for Claim<'_> {
 impl Batches {
     /// Sources handed out by `next` (called with no lock held, on the asking thread).
     pub fn pulled(next: impl Fn() -> Option<Result<BatchSource>> + Send + Sync + 'static) -> Self {
-        Batches { sources: Box::new(next), pool: Mutex::new(Pool::default()), returned: Condvar::new() }
+        Batches { sources: Box::new(next), pool: Mutex::new(Pool::default()), returned: Condvar::new(), _running: None }
+    }
+
+    /// The scan runs in a user's statement on the database of `init`'s function.
+    pub fn in_statement(mut self, init: &InitInfo) -> Self {
+        // SAFETY: functions reading through `Batches` are registered with a `SharedDatabase`
+        // as extra info (functions::register_all), which DuckDB keeps alive as long as the
+        // function exists.
+        let db = unsafe { &*init.get_extra_info::<SharedDatabase>() };
+        self._running = Some(db.session.running());
+        self
     }
 
     /// One stream (its batches may still be converted by several threads at once).
