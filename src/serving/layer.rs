@@ -67,21 +67,26 @@ pub struct ResolvedSource {
 
 /// Lets DuckDB insert rows in any order on our connection (`preserve_insertion_order`, this
 /// session only) until dropped: rows from a table function without batch indexes are
-/// otherwise inserted by one thread. Drop it after the transaction ended: DuckDB refuses the
-/// RESET inside an aborted one.
+/// otherwise inserted by one thread. Scoped to one load: the statements after it (the mart's
+/// CTAS from an ordered aggregate) must keep their order. DuckDB refuses the RESET inside an
+/// aborted transaction, so after a failed load the caller resets once the transaction ended.
 pub struct AnyOrder<'a>(&'a Connection);
 
 impl<'a> AnyOrder<'a> {
     pub fn set(conn: &'a Connection) -> AnyOrder<'a> {
-        // Only faster if refused (an older DuckDB): the load is the same either way.
+        // Only slower if refused: the load is the same either way.
         let _ = conn.execute_batch("SET SESSION preserve_insertion_order = false");
         AnyOrder(conn)
+    }
+
+    pub fn reset(conn: &Connection) {
+        let _ = conn.execute_batch("RESET SESSION preserve_insertion_order");
     }
 }
 
 impl Drop for AnyOrder<'_> {
     fn drop(&mut self) {
-        let _ = self.0.execute_batch("RESET SESSION preserve_insertion_order");
+        AnyOrder::reset(self.0);
     }
 }
 
@@ -505,7 +510,11 @@ pub fn build_from(
         src.columns.fact_select_list(),
         src.relation
     );
-    load_checked(conn, src, &load)?;
+    let loaded = {
+        let _any_order = src.read.is_some().then(|| AnyOrder::set(conn));
+        load_checked(conn, src, &load)
+    };
+    loaded?;
     check_duplicates(conn, &src.raw, &staged)?;
     let failed = |e: duckdb::Error| Error::duckdb("serving: building mart_daily", &e);
     conn.execute_batch(&format!(
@@ -583,8 +592,6 @@ pub fn build(
     // Resolved before the transaction: a Paimon source's staged rows must survive a rollback so
     // that explain_load_failure can point at the offending row.
     let src = resolve(conn, raw, false, access)?;
-    // Dropped after the transaction below has ended (committed or rolled back).
-    let _any_order = src.read.as_ref().map(|_| AnyOrder::set(conn));
     // Checked before the transaction: its probes fail for a name that does not exist, and a
     // failed statement would abort the build's transaction.
     if !replace {
@@ -596,7 +603,13 @@ pub fn build(
         build_from(conn, &place, &src, &recorded, src.lake_snapshot)?;
         summarize(conn, &place, &recorded, src.lake_snapshot, started)
     })
-    .map_err(|e| explain_load_failure(conn, e))
+    .map_err(|e| {
+        if src.read.is_some() {
+            // Rolled back by now: a load that failed could not reset its setting (see AnyOrder).
+            AnyOrder::reset(conn);
+        }
+        explain_load_failure(conn, e)
+    })
 }
 
 /// The columns of each table a build replaces, as streamhouse creates them (`name TYPE`, in order),

@@ -352,6 +352,47 @@ def test_lake_bad_input_keeps_previous_build(wh, con, tmp_path):
         scan(con, str(plain))
 
 
+def stored_mart_keys(con):
+    """mart_daily's (company, order_day) in the order its rows are stored."""
+    return con.execute("SELECT company, order_day FROM mart_daily ORDER BY rowid").fetchall()
+
+
+def test_lake_load_in_any_order_leaves_the_mart_sorted(wh, con):
+    """A lake build's load is inserted in any order (DuckDB's threads); that is scoped to the
+    load: mart_daily is still stored in (company, order_day) order, after a lake build and after
+    a native build that follows a failed lake load. 300k groups: several row groups, so a
+    parallel insert of the mart would interleave them."""
+    companies, days = 300, 1000
+    first = datetime.date(2020, 1, 1)
+    rows = [
+        {
+            "order_id": c * days + d,
+            "company": f"c{c:03d}",
+            "order_day": first + datetime.timedelta(days=d),
+            "revenue": (c * 7 + d) % 1000,
+        }
+        for c in range(companies)
+        for d in range(days)
+    ]
+    t = wh.create("many_groups", ORDERS, ["order_id"], {"bucket": "2", "merge-engine": "partial-update"})
+    t.commit(rows)
+    con.execute("SET threads = 2")
+    built = con.execute("SELECT fct_rows, mart_rows FROM serving_build($1)", ["paimon:" + wh.path("many_groups")])
+    assert built.fetchone() == (len(rows), len(rows))
+    stored = stored_mart_keys(con)
+    assert len(stored) == len(rows) and stored == sorted(stored)
+    # A load that fails (a NULL company) cannot reset the setting in its aborted transaction:
+    # the build resets it after the rollback, so the next build's mart is sorted too.
+    nulls = wh.create("nulls", ORDERS, ["order_id"], {"bucket": "1", "merge-engine": "partial-update"})
+    nulls.commit([{"order_id": 7, "company": None, "order_day": first, "revenue": 1}])
+    with pytest.raises(duckdb.Error, match="company is NULL"):
+        con.execute("SELECT * FROM serving_build($1)", ["paimon:" + wh.path("nulls")]).fetchall()
+    assert stored_mart_keys(con) == stored
+    con.execute("CREATE TABLE native_src AS SELECT * FROM paimon_scan($1)", [wh.path("many_groups")])
+    con.execute("SELECT * FROM serving_build('native_src')").fetchall()
+    assert stored_mart_keys(con) == stored
+
+
 @pytest.mark.parametrize("key_type,buckets", [(pa.int64(), "1"), (pa.int32(), "3")])
 def test_serving_refresh_from_paimon_reads_only_the_new_snapshots(wh, con, key_type, buckets):
     """The changed keys' merged rows are read with a key predicate (Paimon skips files); the
