@@ -148,14 +148,9 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::InFunction { inner, .. } => Some(inner.as_ref()),
-            _ => None,
-        }
-    }
-}
+// No `source()`: an `InFunction`'s message already holds its inner error's (renamed), and
+// duckdb-rs reports an error followed by each of its sources, which printed it twice.
+impl std::error::Error for Error {}
 
 /// A query that finds the row a failed load choked on; it can run only after the rollback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

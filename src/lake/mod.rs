@@ -13,9 +13,10 @@
 //! over through the Arrow C Data Interface (no copy). Metadata calls drive a small
 //! current-thread tokio runtime inside the DuckDB callback. Data is read as [`Units`] — a split,
 //! or one file of a split that needs no merge — each taken by one thread and read there batch by
-//! batch: `paimon_scan` reads them on DuckDB's own threads (as many as its `threads`), a build
-//! on reader threads of ours feeding a bounded channel. Either way memory stays bounded by the
-//! units in flight, whatever the table's size.
+//! batch: `paimon_scan` and a build's load read them on DuckDB's own threads (as many as its
+//! `threads`); code that folds the rows in Rust (a replica's mart fold, a publish reading its
+//! mart table) on reader threads of ours feeding a bounded channel (`Scan::stream`). Either
+//! way memory stays bounded by the units in flight, whatever the table's size.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -861,7 +862,7 @@ impl Scan {
     }
 
     /// Reads the planned work on up to `threads` reader threads of our own, one unit at a time
-    /// each, for a consumer on one thread (a build's appender).
+    /// each, for a consumer on one thread (a fold in Rust).
     pub fn stream(self, threads: usize) -> BatchStream<Batch60> {
         let (tx, mut stream) = BatchStream::channel(threads.max(1) + 1);
         let place = self.place.clone();
@@ -912,7 +913,8 @@ struct UnitContext {
 /// A planned read cut into units — a split, or a file of a split that needs no merge — handed
 /// out once each to whichever thread asks, and read on that thread: `paimon_scan` reads them
 /// on DuckDB's own threads (so `threads` bounds the decoding and merging, and batches need no
-/// hand-over), `Scan::stream` on reader threads of its own.
+/// hand-over), as does a build's load (`serving::handoff`); `Scan::stream` on reader threads of
+/// its own.
 pub struct Units {
     units: Vec<native::Unit>,
     queue: Mutex<Queue>,

@@ -3,11 +3,10 @@
 //! is one transaction, so a failure leaves the previous `fct_orders` / `mart_daily` exactly as
 //! they were.
 
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use duckdb::arrow::array::{Array, Date32Array, Decimal128Array, Int64Array};
-use std::sync::Arc;
-
 use duckdb::arrow::datatypes::{DataType, Schema};
 use duckdb::types::ValueRef;
 use duckdb::Connection;

@@ -157,6 +157,10 @@ BAD_TABLES = [
 def assert_clean_message(msg: str):
     assert "Error code" not in msg, msg
     assert "Unknown error code" not in msg, msg
+    # Said once: the function's own words do not come back as a "serving: ..." cause after them.
+    body = msg.split("Error: ", 1)[-1]
+    said = body.split(": ", 1)[-1][:60]
+    assert body.count(said) == 1, f"the message repeats itself: {msg}"
 
 
 def expect_build_error(con, source: str, needles: list[str]) -> str:
