@@ -62,6 +62,9 @@ pub struct ResolvedSource {
     /// For a Paimon source read where it is loaded: the parcel `relation` scans (withdrawn
     /// when dropped).
     pub read: Option<Parcel>,
+    /// Whether the load may insert in any order (`AnyOrder`): a lake read, and the session may
+    /// change that setting (`lock_configuration` forbids it).
+    pub any_order: bool,
 }
 
 /// Lets DuckDB insert rows in any order on our connection (`preserve_insertion_order`, this
@@ -76,6 +79,14 @@ impl<'a> AnyOrder<'a> {
         // Only slower if refused: the load is the same either way.
         let _ = conn.execute_batch("SET SESSION preserve_insertion_order = false");
         AnyOrder(conn)
+    }
+
+    /// Whether DuckDB lets this session change the setting. Asked outside any transaction: a
+    /// refused SET inside one aborts it (DuckDB 1.4 under `lock_configuration`).
+    pub fn allowed(conn: &Connection) -> bool {
+        let allowed = conn.execute_batch("SET SESSION preserve_insertion_order = false").is_ok();
+        AnyOrder::reset(conn);
+        allowed
     }
 
     pub fn reset(conn: &Connection) {
@@ -110,7 +121,7 @@ pub fn resolve(conn: &Connection, raw: &str, allow_deleted: bool, access: &Acces
     let relation = source.relation_sql();
     let described = describe(conn, raw, &relation)?;
     let columns = schema::match_columns(raw, &described)?;
-    Ok(ResolvedSource { raw: raw.into(), relation, columns, lake_snapshot: None, read: None })
+    Ok(ResolvedSource { raw: raw.into(), relation, columns, lake_snapshot: None, read: None, any_order: false })
 }
 
 /// Resolves a refresh's change set and how it marks deletes (`deleted :=`, see
@@ -263,6 +274,7 @@ fn resolve_lake(
                         columns,
                         lake_snapshot: Some(latest),
                         read: None,
+                        any_order: false,
                     });
                 }
             }
@@ -290,7 +302,15 @@ fn resolve_lake(
     let parcel = Parcel::new(Contents::Lake { scan: Box::new(scan), schema: Arc::new(read_schema) });
     let relation = Part::Lake.scan_of(parcel.id());
     if since.is_none() {
-        return Ok(ResolvedSource { raw: raw.into(), relation, columns, lake_snapshot: snapshot, read: Some(parcel) });
+        let any_order = AnyOrder::allowed(conn);
+        return Ok(ResolvedSource {
+            raw: raw.into(),
+            relation,
+            columns,
+            lake_snapshot: snapshot,
+            read: Some(parcel),
+            any_order,
+        });
     }
     let failed = |e: duckdb::Error| Error::duckdb(format!("serving: staging Paimon table '{path}'"), &e);
     {
@@ -320,7 +340,14 @@ fn resolve_lake(
     ))
     .map_err(failed)?;
     columns.deleted = Some(quote::ident("deleted"));
-    Ok(ResolvedSource { raw: raw.into(), relation: LAKE_CHANGES.into(), columns, lake_snapshot: snapshot, read: None })
+    Ok(ResolvedSource {
+        raw: raw.into(),
+        relation: LAKE_CHANGES.into(),
+        columns,
+        lake_snapshot: snapshot,
+        read: None,
+        any_order: false,
+    })
 }
 
 /// DuckDB's `threads` setting as our connection sees it (global, so the caller's too).
@@ -510,7 +537,7 @@ pub fn build_from(
         src.relation
     );
     let loaded = {
-        let _any_order = src.read.is_some().then(|| AnyOrder::set(conn));
+        let _any_order = src.any_order.then(|| AnyOrder::set(conn));
         load_checked(conn, src, &load)
     };
     loaded?;
@@ -603,7 +630,7 @@ pub fn build(
         summarize(conn, &place, &recorded, src.lake_snapshot, started)
     })
     .map_err(|e| {
-        if src.read.is_some() {
+        if src.any_order {
             // Rolled back by now: a load that failed could not reset its setting (see AnyOrder).
             AnyOrder::reset(conn);
         }

@@ -429,6 +429,7 @@ pub fn warm(conn: &Connection) {
         columns,
         lake_snapshot: None,
         read: None,
+        any_order: false,
     };
     let Ok(Some(generation)) =
         conn.query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get::<_, Option<i64>>(0))
