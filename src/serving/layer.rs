@@ -615,8 +615,9 @@ pub fn build(
 ) -> Result<BuildSummary> {
     let started = Instant::now();
     refuse_read_only(conn, "serving_build")?;
-    // Resolved before the transaction: a Paimon source's staged rows must survive a rollback so
-    // that explain_load_failure can point at the offending row.
+    // Resolved before the transaction: a Paimon source's planned read (its parcel) must survive
+    // a rollback so that explain_load_failure can read it again for the offending row, and
+    // whether the load may insert in any order is asked where a refusal aborts nothing.
     let src = resolve(conn, raw, false, access)?;
     // Checked before the transaction: its probes fail for a name that does not exist, and a
     // failed statement would abort the build's transaction.
