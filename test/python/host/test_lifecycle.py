@@ -343,7 +343,7 @@ def test_reopen_race_never_leaves_extension_unusable(ext_path):
     a watchdog that never lets go would keep it."""
     res = run_py(
         """
-        CYCLES, LONG = int(sys.argv[2]), int(sys.argv[3])
+        SHORT, MAX_CYCLES, LONG = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
         name = ':memory:race'
         SRC = ("CREATE OR REPLACE TABLE src AS SELECT i AS order_id, 'c' || (i % 3) AS company, "
                "DATE '2024-01-01' + CAST(i % 5 AS INTEGER) AS order_day, i AS revenue FROM range(100) t(i)")
@@ -383,7 +383,11 @@ def test_reopen_race_never_leaves_extension_unusable(ext_path):
         short = {}   # outcome -> count, reopens within 1 ms of the close
         longer = {}  # the same for reopens that took longer (a busy machine)
         failures = []
-        for trial in range(CYCLES):
+        # Until SHORT reopens came within 1 ms of the close: on a loaded machine (CPU steal) many
+        # take longer, and only the quick ones test the claim.
+        for trial in range(MAX_CYCLES):
+            if short and sum(short.values()) >= SHORT:
+                break
             waited, outcome = reopen(rng.uniform(0, 0.0008))
             bucket = short if waited < 0.001 else longer
             bucket[outcome] = bucket.get(outcome, 0) + 1
@@ -403,8 +407,10 @@ def test_reopen_race_never_leaves_extension_unusable(ext_path):
         done({"short": short, "longer": longer, "late": late, "failures": failures})
         """,
         ext_path,
-        1500,
+        750,
+        6000,
         8,
+        timeout=240,
     )
     short, longer, late = res["short"], res["longer"], res["late"]
     assert res["failures"] == [], (
@@ -413,7 +419,7 @@ def test_reopen_race_never_leaves_extension_unusable(ext_path):
     )
     n_short = sum(short.values())
     assert n_short >= 750, (
-        f"only {n_short} of 1500 reopens came within 1 ms of the close (slower: {longer}): the machine is "
+        f"only {n_short} of 6000 reopens came within 1 ms of the close (slower: {longer}): the machine is "
         f"too loaded for this test to show anything"
     )
     assert short == {"kept": n_short}, (
