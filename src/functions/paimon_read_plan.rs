@@ -1,7 +1,8 @@
 //! `paimon_read_plan(path VARCHAR [, snapshot := BIGINT] [, options := MAP])`: how `paimon_scan`
 //! (and a build from the table) reads each split of the snapshot: its bucket directory, files,
 //! sorted runs, the reader (`native files`, `native merge`, `paimon-rust`) and, for
-//! paimon-rust, why the native path does not take it.
+//! paimon-rust, why the native path does not take it (for a merge of runs in sequence order,
+//! that it reads no sequence or row-kind column).
 
 use duckdb::core::LogicalTypeId;
 

@@ -492,8 +492,19 @@ impl LakeTable {
         Ok(to_arrow60(&empty).map_err(|e| self.place.err(e))?.schema())
     }
 
+    /// The newest committed snapshot. paimon-rust trusts the LATEST hint whenever the snapshot
+    /// after it is missing, without checking the hinted one exists; a writer that overwrites the
+    /// hint in place (pypaimon on a local file system) can leave a torn or stale number there.
+    /// A hint whose snapshot file is absent is ignored and the snapshot directory listed.
     pub fn latest_snapshot(&self) -> Result<Option<i64>> {
-        self.place.block_on(self.remote, self.table.snapshot_manager().get_latest_snapshot_id())
+        let manager = self.table.snapshot_manager();
+        self.place.block_on(self.remote, async {
+            let Some(hinted) = manager.get_latest_snapshot_id().await? else { return Ok(None) };
+            if manager.file_io().new_input(&manager.snapshot_path(hinted))?.exists().await? {
+                return Ok(Some(hinted));
+            }
+            Ok(manager.list_all_ids().await?.into_iter().max())
+        })
     }
 
     /// When snapshot `id` was committed (milliseconds since the epoch).
@@ -828,13 +839,19 @@ impl Scan {
                     _ => (native::Route::PaimonRust("reader := 'paimon-rust'".into()), Vec::new()),
                 };
                 let root = table_root(self.table.as_ref());
+                let ordered = route == native::Route::Merge
+                    && runs.len() > 1
+                    && native::in_sequence_order(split.data_files(), &runs).is_some();
                 SplitRoute {
                     bucket_path: split.bucket_path().strip_prefix(&root).unwrap_or(split.bucket_path()).to_string(),
                     bucket: split.bucket(),
                     files: split.data_files().len(),
                     runs: runs.len(),
                     reader: route.name(),
-                    reason: route.reason().map(str::to_string),
+                    reason: match ordered {
+                        true => Some(native::ORDERED_MERGE.to_string()),
+                        false => route.reason().map(str::to_string),
+                    },
                 }
             })
             .collect())

@@ -211,11 +211,14 @@ impl Iterator for FileBatches {
     }
 }
 
-/// The schema of the columns a read asks a file for: `fields`, then the system columns.
-pub fn read_schema(fields: &[Field], system: bool) -> SchemaRef {
+/// The schema of the columns a read asks a file for: `fields`, then the system columns asked
+/// for (sequence number, row kind).
+pub fn read_schema(fields: &[Field], sequence: bool, kind: bool) -> SchemaRef {
     let mut all: Vec<Field> = fields.to_vec();
-    if system {
+    if sequence {
         all.push(Field::new(SEQUENCE, DataType::Int64, false));
+    }
+    if kind {
         all.push(Field::new(KIND, DataType::Int8, false));
     }
     Arc::new(Schema::new(all))

@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int16Type, Int32Type, Int64Type, Int8Type};
-use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
 use arrow_row::{RowConverter, Rows, SortField};
 use arrow_schema::{DataType, SchemaRef};
 
@@ -35,12 +35,17 @@ pub enum Engine {
 
 /// Where the merge finds its inputs in a batch's columns: the first `outputs` columns are the
 /// result, then any key columns not asked for, the sequence number and the row kind.
+///
+/// Without a sequence column, the runs are given in sequence order (their files' sequence
+/// ranges do not overlap) and a run's index is its rows' sequence; within a run, a key's
+/// versions are in file order, which a writer sorts by (key, sequence). Without a row-kind
+/// column, every row is an add.
 #[derive(Debug, Clone)]
 pub struct Layout {
     pub outputs: usize,
     pub keys: Vec<usize>,
-    pub seq: usize,
-    pub kind: usize,
+    pub seq: Option<usize>,
+    pub kind: Option<usize>,
 }
 
 /// A source of one run's batches, in key order.
@@ -48,7 +53,8 @@ pub type Run = Box<dyn Iterator<Item = Result<RecordBatch, String>> + Send>;
 
 /// A single integer key compares as i64; anything else through Arrow's row format.
 enum Keys {
-    Int(Vec<i64>),
+    /// Zero-copy for an `Int64` key (the decoded column itself).
+    Int(Int64Array),
     Rows(Rows),
 }
 
@@ -57,6 +63,8 @@ struct Loaded {
     batch: RecordBatch,
     keys: Keys,
     start: usize,
+    /// The run the batch is of.
+    run: usize,
 }
 
 impl Loaded {
@@ -66,7 +74,7 @@ impl Loaded {
 
     fn cmp_rows(&self, i: usize, other: &Loaded, j: usize) -> Ordering {
         match (&self.keys, &other.keys) {
-            (Keys::Int(a), Keys::Int(b)) => a[i].cmp(&b[j]),
+            (Keys::Int(a), Keys::Int(b)) => a.values()[i].cmp(&b.values()[j]),
             (Keys::Rows(a), Keys::Rows(b)) => a.row(i).cmp(&b.row(j)),
             _ => unreachable!("one merge uses one key encoding"),
         }
@@ -115,14 +123,14 @@ pub fn int_key(types: &[DataType]) -> bool {
     matches!(types, [DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::Date32])
 }
 
-fn int_values(col: &dyn Array) -> Result<Vec<i64>, String> {
+fn int_values(col: &dyn Array) -> Result<Int64Array, String> {
     Ok(match col.data_type() {
-        DataType::Int8 => col.as_primitive::<Int8Type>().values().iter().map(|&v| v as i64).collect(),
-        DataType::Int16 => col.as_primitive::<Int16Type>().values().iter().map(|&v| v as i64).collect(),
+        DataType::Int8 => col.as_primitive::<Int8Type>().values().iter().map(|&v| Some(v as i64)).collect(),
+        DataType::Int16 => col.as_primitive::<Int16Type>().values().iter().map(|&v| Some(v as i64)).collect(),
         DataType::Int32 | DataType::Date32 => {
-            col.as_primitive::<Int32Type>().values().iter().map(|&v| v as i64).collect()
+            col.as_primitive::<Int32Type>().values().iter().map(|&v| Some(v as i64)).collect()
         }
-        DataType::Int64 => col.as_primitive::<Int64Type>().values().to_vec(),
+        DataType::Int64 => col.as_primitive::<Int64Type>().clone(),
         other => return Err(format!("key column of type {other} read as an integer")),
     })
 }
@@ -174,7 +182,7 @@ impl Merger {
                 let batch = batch?;
                 if batch.num_rows() > 0 {
                     let keys = self.encode(&batch)?;
-                    self.runs[r].pending.push_back(Loaded { batch, keys, start: 0 });
+                    self.runs[r].pending.push_back(Loaded { batch, keys, start: 0, run: r });
                 }
             }
         }
@@ -284,7 +292,7 @@ impl Merger {
         // rows whose key another source also holds are merged; the rest pass through a filter.
         let base = srcs.iter().enumerate().max_by_key(|(_, (l, end))| end - l.start).map(|(b, _)| b).filter(|&b| {
             let (l, end) = srcs[b];
-            matches!(&l.keys, Keys::Int(k) if k[l.start..end].windows(2).all(|w| w[0] < w[1]))
+            matches!(&l.keys, Keys::Int(k) if k.values()[l.start..end].windows(2).all(|w| w[0] < w[1]))
         });
         let mut entries: Vec<Entry> = Vec::new();
         for (s, (l, end)) in srcs.iter().enumerate() {
@@ -296,20 +304,21 @@ impl Merger {
         if let Some(b) = base {
             let (l, end) = srcs[b];
             let Keys::Int(keys) = &l.keys else { unreachable!("the base has integer keys") };
-            let keys = &keys[l.start..end];
+            let keys = &keys.values()[l.start..end];
             let mut contested: Vec<usize> =
                 entries.iter().filter_map(|e| keys.binary_search(&e.key).ok().map(|p| l.start + p)).collect();
             contested.sort_unstable();
             contested.dedup();
-            let kinds = &l.batch.column(self.layout.kind).as_primitive::<Int8Type>().values()[..end];
+            let kinds = self.kinds(l);
             let mut keep = arrow_array::builder::BooleanBufferBuilder::new(end - l.start);
             let mut next = contested.iter().peekable();
-            for (row, &kind) in kinds.iter().enumerate().skip(l.start) {
+            for row in l.start..end {
                 let mine = next.next_if(|&&c| c == row).is_none();
-                if mine && !is_add(kind) && matches!(self.engine, Engine::FirstRow { ignore_delete: false }) {
+                let add = kinds.is_none_or(|k| is_add(k[row]));
+                if mine && !add && matches!(self.engine, Engine::FirstRow { ignore_delete: false }) {
                     return Err(FIRST_ROW_RETRACT.into());
                 }
-                keep.append(mine && is_add(kind));
+                keep.append(mine && add);
             }
             for &row in &contested {
                 self.push_entries(&mut entries, b, l, row..row + 1);
@@ -335,20 +344,25 @@ impl Merger {
     }
 
     fn push_entries(&self, entries: &mut Vec<Entry>, src: usize, l: &Loaded, rows: std::ops::Range<usize>) {
-        let seq = l.batch.column(self.layout.seq).as_primitive::<Int64Type>().values();
-        let kind = l.batch.column(self.layout.kind).as_primitive::<Int8Type>().values();
+        let seq = self.layout.seq.map(|c| l.batch.column(c).as_primitive::<Int64Type>().values());
+        let kind = self.kinds(l);
         let key = |row: usize| match &l.keys {
-            Keys::Int(k) => k[row],
+            Keys::Int(k) => k.values()[row],
             Keys::Rows(_) => 0,
         };
         let src = src as u32;
         entries.extend(rows.map(|row| Entry {
             key: key(row),
-            seq: seq[row],
-            add: is_add(kind[row]),
+            seq: seq.map_or(l.run as i64, |s| s[row]),
+            add: kind.is_none_or(|k| is_add(k[row])),
             src,
             row: row as u32,
         }));
+    }
+
+    /// The row kinds of `l`'s batch; None: every row is an add.
+    fn kinds<'a>(&self, l: &'a Loaded) -> Option<&'a [i8]> {
+        self.layout.kind.map(|c| &l.batch.column(c).as_primitive::<Int8Type>().values()[..])
     }
 
     /// Orders `entries` by key, sequence and kind, picks each key's winner(s) and gathers them.
@@ -364,7 +378,13 @@ impl Merger {
             }
         };
         // Stable, and by source: versions with equal (key, sequence, kind) keep their run order.
-        entries.sort_by(|a, b| same_key(a, b).then(a.seq.cmp(&b.seq)).then(a.add.cmp(&b.add)).then(a.src.cmp(&b.src)));
+        // A retraction sorts before an add of the same sequence number; a sequence taken from
+        // the run (none read) leaves versions of one run in file order.
+        let by_kind = self.layout.seq.is_some();
+        entries.sort_by(|a, b| {
+            let kind = if by_kind { a.add.cmp(&b.add) } else { Ordering::Equal };
+            same_key(a, b).then(a.seq.cmp(&b.seq)).then(kind).then(a.src.cmp(&b.src))
+        });
         let batches: Vec<&RecordBatch> = srcs.iter().map(|(l, _)| &l.batch).collect();
         let mut picks: Vec<(usize, usize)> = Vec::new();
         // Partial-update: each key's added versions, as ranges of `adds`.
@@ -448,10 +468,9 @@ impl Merger {
 
     /// Whether rows `[start, end)` of one batch hold strictly increasing keys, all added.
     fn unique_adds(&self, l: &Loaded, end: usize) -> bool {
-        let kinds = l.batch.column(self.layout.kind).as_primitive::<Int8Type>();
-        let adds = kinds.values()[l.start..end].iter().all(|&k| is_add(k));
+        let adds = self.kinds(l).is_none_or(|k| k[l.start..end].iter().all(|&k| is_add(k)));
         adds && match &l.keys {
-            Keys::Int(k) => k[l.start..end].windows(2).all(|w| w[0] < w[1]),
+            Keys::Int(k) => k.values()[l.start..end].windows(2).all(|w| w[0] < w[1]),
             Keys::Rows(rows) => (l.start + 1..end).all(|i| rows.row(i - 1) < rows.row(i)),
         }
     }
@@ -535,9 +554,12 @@ mod tests {
     }
 
     fn merged(runs: Vec<Run>, engine: Engine) -> Result<BTreeMap<i64, Option<String>>, String> {
+        merged_as(runs, engine, Layout { outputs: 2, keys: vec![0], seq: Some(2), kind: Some(3) })
+    }
+
+    fn merged_as(runs: Vec<Run>, engine: Engine, layout: Layout) -> Result<BTreeMap<i64, Option<String>>, String> {
         let schema =
             Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false), Field::new("v", DataType::Utf8, true)]));
-        let layout = Layout { outputs: 2, keys: vec![0], seq: 2, kind: 3 };
         let mut out = BTreeMap::new();
         for batch in Merger::new(runs, layout, engine, &[DataType::Int64], schema) {
             let batch = batch?;
@@ -583,30 +605,63 @@ mod tests {
         for seed in 0..200u64 {
             let data = runs(seed, 1 + (seed % 5) as usize);
             let size = 1 + (seed % 7) as usize;
-            let mut all: Vec<_> = data.iter().flatten().copied().collect();
-            all.sort_by_key(|r| r.1);
-            let mut dedup = BTreeMap::new();
-            let mut first = BTreeMap::new();
-            let mut partial: BTreeMap<i64, Option<String>> = BTreeMap::new();
-            for &(k, _, kind, v) in &all {
-                let add = kind == 0 || kind == 2;
-                if add {
-                    dedup.insert(k, v.map(str::to_string));
-                    first.entry(k).or_insert(v.map(str::to_string));
-                    let cur = partial.entry(k).or_insert(None);
-                    if v.is_some() {
-                        *cur = v.map(str::to_string);
-                    }
-                } else {
-                    dedup.remove(&k);
-                }
-            }
+            let (dedup, first, partial) = replay(data.iter().flatten().copied().collect());
             let make = || data.iter().map(|r| run(r, size)).collect::<Vec<_>>();
             assert_eq!(merged(make(), Engine::Deduplicate).unwrap(), dedup, "seed {seed}");
             assert_eq!(merged(make(), Engine::FirstRow { ignore_delete: true }).unwrap(), first, "seed {seed}");
             let pu = merged(make(), Engine::PartialUpdate { ignore_delete: true }).unwrap();
             assert_eq!(pu, partial, "seed {seed}");
         }
+    }
+
+    type State = BTreeMap<i64, Option<String>>;
+
+    /// The versions replayed in sequence order: the deduplicate, first-row and partial-update
+    /// states (retractions ignored by the last two, as with ignore-delete).
+    fn replay(mut all: Vec<Version>) -> (State, State, State) {
+        all.sort_by_key(|r| r.1);
+        let (mut dedup, mut first, mut partial) = (State::new(), State::new(), State::new());
+        for (k, _, kind, v) in all {
+            if kind == 0 || kind == 2 {
+                dedup.insert(k, v.map(str::to_string));
+                first.entry(k).or_insert(v.map(str::to_string));
+                let cur = partial.entry(k).or_insert(None);
+                if v.is_some() {
+                    *cur = v.map(str::to_string);
+                }
+            } else {
+                dedup.remove(&k);
+            }
+        }
+        (dedup, first, partial)
+    }
+
+    #[test]
+    fn runs_in_sequence_order_merge_without_sequence_or_kind_columns() {
+        // The merge must not look at the sequence column: garbage here (negated).
+        let ordered = Layout { outputs: 2, keys: vec![0], seq: None, kind: Some(3) };
+        for seed in 0..200u64 {
+            let data: Vec<Vec<Version>> = runs(seed, 2 + (seed % 4) as usize);
+            let garbage = |r: &Vec<Version>| r.iter().map(|&(k, s, kind, v)| (k, -s, kind, v)).collect::<Vec<_>>();
+            let size = 1 + (seed % 7) as usize;
+            let make = || data.iter().map(|r| run(&garbage(r), size)).collect::<Vec<_>>();
+            let (dedup, first, partial) = replay(data.iter().flatten().copied().collect());
+            let got = |engine| merged_as(make(), engine, ordered.clone()).unwrap();
+            assert_eq!(got(Engine::Deduplicate), dedup, "seed {seed}");
+            assert_eq!(got(Engine::FirstRow { ignore_delete: true }), first, "seed {seed}");
+            assert_eq!(got(Engine::PartialUpdate { ignore_delete: true }), partial, "seed {seed}");
+        }
+        // A run holding two versions of a key (in file order, across a batch boundary) before
+        // a later run: file order decides within the run, the run order across runs.
+        let older = [(1, 1, 0i8, Some("a")), (2, 2, 0, Some("old")), (2, 3, 0, None), (3, 4, 0, Some("c"))];
+        let newer = [(2, 5, 0i8, None), (3, 6, 0, Some("new")), (4, 7, 0, Some("x")), (4, 8, 3, None)];
+        let make = || vec![run(&older, 2), run(&newer, 1)];
+        let got = merged_as(make(), Engine::PartialUpdate { ignore_delete: false }, ordered.clone()).unwrap();
+        assert_eq!(got.get(&2), Some(&Some("old".to_string())));
+        assert_eq!(got.get(&3), Some(&Some("new".to_string())));
+        // Key 4: added, then deleted in the same run (file order): gone.
+        let got = merged_as(make(), Engine::Deduplicate, ordered.clone()).unwrap();
+        assert_eq!((got.get(&2), got.len()), (Some(&None), 3));
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //!   compacted bucket, or a bucket written once).
 //! - `Merge`: any other primary-key split. Its files are grouped into sorted runs; one run (with
 //!   retractions) is read file by file in parallel (each file's keys checked unique and added,
-//!   else merged), several runs are merged column by column ([`merge`]).
+//!   else merged), several runs are merged column by column ([`merge`]) — by their sequence
+//!   numbers, or, when the runs' sequence ranges are disjoint, by run order and file order,
+//!   without reading the sequence column ([`Merge::Ordered`]).
 //! - `PaimonRust`: anything this path does not implement (an engine, an option, a file format,
 //!   files of an older schema, object storage) is read by paimon-rust's reader, whose merge is
 //!   the reference. A file refused at open (a column missing or stored in another type) falls
@@ -104,14 +106,26 @@ impl Route {
     }
 }
 
+/// Whether and how a native unit's rows are merged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Merge {
+    /// Every row stands: the files are read as they are (only the columns asked for).
+    No,
+    /// A key's versions are merged by the sequence numbers and row kinds the files hold.
+    Versions,
+    /// Merged, the runs given in sequence order (their files' sequence ranges do not overlap):
+    /// sequence numbers are not read.
+    Ordered,
+}
+
 /// One reader thread's share of a read.
 pub enum Unit {
     /// Files of one split (indices into its files), each file a sorted run: merged when more
     /// than one, checked and passed on when one.
-    Native { split: Arc<DataSplit>, runs: Vec<Vec<usize>>, merge: bool },
+    Native { split: Arc<DataSplit>, runs: Vec<Vec<usize>>, merge: Merge },
     /// One row group of a file that is a unit alone (one sorted run of one file), handed out
     /// by the thread that opened the file: a large file is read by every thread.
-    RowGroup { split: Arc<DataSplit>, file: usize, merge: bool, footer: decode::Footer, row_group: usize },
+    RowGroup { split: Arc<DataSplit>, file: usize, merge: Merge, footer: decode::Footer, row_group: usize },
     /// A split (or one file of it) read by paimon-rust.
     Paimon(DataSplit),
 }
@@ -238,20 +252,50 @@ pub fn units(splits: Vec<DataSplit>, facts: &Facts, native: bool) -> Vec<Unit> {
             Route::PaimonRust(_) => out.push(Unit::Paimon(Arc::unwrap_or_clone(split))),
             Route::Files => {
                 let n = split.data_files().len();
-                out.extend((0..n).map(|i| Unit::Native { split: split.clone(), runs: vec![vec![i]], merge: false }));
+                out.extend((0..n).map(|i| Unit::Native {
+                    split: split.clone(),
+                    runs: vec![vec![i]],
+                    merge: Merge::No,
+                }));
             }
             Route::Merge if runs.len() == 1 => {
                 // One sorted run: its files hold disjoint keys, so each is read on its own.
                 out.extend(runs[0].iter().map(|&i| Unit::Native {
                     split: split.clone(),
                     runs: vec![vec![i]],
-                    merge: true,
+                    merge: Merge::Versions,
                 }));
             }
-            Route::Merge => out.push(Unit::Native { split, runs, merge: true }),
+            Route::Merge => match in_sequence_order(split.data_files(), &runs) {
+                Some(runs) => out.push(Unit::Native { split, runs, merge: Merge::Ordered }),
+                None => out.push(Unit::Native { split, runs, merge: Merge::Versions }),
+            },
         }
     }
     out
+}
+
+/// What `paimon_read_plan` says of a merge of runs in sequence order ([`Merge::Ordered`]).
+pub const ORDERED_MERGE: &str = "versions ordered by their run: no sequence column read";
+
+/// `runs` in sequence order, when no two runs' sequence ranges overlap (level-0 files of
+/// successive commits; a compacted level below newer level-0 files): then a key's versions are
+/// ordered by their run, and within a run by file order (a writer sorts a file by key, then
+/// sequence), so the merge needs no sequence column. (Retraction counts cannot stand in for
+/// the row-kind column: pypaimon records 0 whatever it wrote.)
+pub fn in_sequence_order(files: &[DataFileMeta], runs: &[Vec<usize>]) -> Option<Vec<Vec<usize>>> {
+    let range = |run: &Vec<usize>| {
+        let lo = run.iter().map(|&i| files[i].min_sequence_number).min()?;
+        let hi = run.iter().map(|&i| files[i].max_sequence_number).max()?;
+        (lo <= hi).then_some((lo, hi))
+    };
+    let mut ranged: Vec<((i64, i64), Vec<usize>)> =
+        runs.iter().map(|run| range(run).map(|r| (r, run.clone()))).collect::<Option<_>>()?;
+    ranged.sort_by_key(|(r, _)| *r);
+    if !ranged.windows(2).all(|w| w[0].0 .1 < w[1].0 .0) {
+        return None;
+    }
+    Some(ranged.into_iter().map(|(_, run)| run).collect())
 }
 
 /// The split paimon-rust reads in place of a native unit refused at open.
@@ -285,10 +329,10 @@ pub struct Shape {
 
 impl Shape {
     /// The columns read from each file, and where the merge finds keys, sequence and kind.
-    pub fn read(&self, merge: bool) -> (SchemaRef, merge::Layout) {
+    pub fn read(&self, merge: Merge) -> (SchemaRef, merge::Layout) {
         let mut fields = self.outputs.clone();
         let mut keys = Vec::new();
-        if merge {
+        if merge != Merge::No {
             for k in &self.keys {
                 match fields.iter().position(|f| f.name() == k.name()) {
                     Some(i) => keys.push(i),
@@ -300,8 +344,12 @@ impl Shape {
             }
         }
         let seq = fields.len();
-        let layout = merge::Layout { outputs: self.outputs.len(), keys, seq, kind: seq + 1 };
-        (decode::read_schema(&fields, merge), layout)
+        let (schema, seq, kind) = match merge {
+            Merge::No => (decode::read_schema(&fields, false, false), None, None),
+            Merge::Versions => (decode::read_schema(&fields, true, true), Some(seq), Some(seq + 1)),
+            Merge::Ordered => (decode::read_schema(&fields, false, true), None, Some(seq)),
+        };
+        (schema, merge::Layout { outputs: self.outputs.len(), keys, seq, kind })
     }
 }
 
@@ -329,7 +377,7 @@ fn open_file(split: &DataSplit, i: usize) -> Result<std::fs::File, decode::Refus
 pub fn open_unit(
     split: &Arc<DataSplit>,
     runs: &[Vec<usize>],
-    merge: bool,
+    merge: Merge,
     read: &Read,
 ) -> Result<(Batches, Vec<Unit>), decode::Refusal> {
     let (schema, _) = read.shape.read(merge);
@@ -373,7 +421,7 @@ pub fn open_unit(
 pub fn open_row_group(
     split: &DataSplit,
     file: usize,
-    merge: bool,
+    merge: Merge,
     footer: &decode::Footer,
     row_group: usize,
     read: &Read,
@@ -384,8 +432,8 @@ pub fn open_row_group(
 }
 
 /// The unit's result: its files' batches as they are, or their runs merged.
-fn finish(opened: Vec<Vec<decode::FileBatches>>, merge: bool, read: &Read) -> Batches {
-    if !merge {
+fn finish(opened: Vec<Vec<decode::FileBatches>>, merge: Merge, read: &Read) -> Batches {
+    if merge == Merge::No {
         return Box::new(opened.into_iter().flatten().flatten());
     }
     let (_, layout) = read.shape.read(merge);

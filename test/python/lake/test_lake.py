@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import random
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -168,6 +169,24 @@ def test_time_travel_and_snapshots(wh, con):
     assert {s[1] for s in snaps} == {"APPEND"} and all(s[2] for s in snaps)
     with pytest.raises(duckdb.Error, match="snapshot 9 does not exist"):
         scan(con, wh.path("tt"), snapshot=9)
+
+
+@pytest.mark.parametrize("hint", ["90", "3"])
+def test_a_latest_hint_naming_a_missing_snapshot_is_not_trusted(wh, con, hint):
+    """pypaimon overwrites snapshot/LATEST in place on a local file system; a torn or stale
+    number there (a snapshot that does not exist, with no snapshot after it) must not become
+    the table's latest snapshot: the snapshot directory is listed instead."""
+    t = wh.create("hint", ID_BAL, ["id"], {"bucket": "1", "merge-engine": "deduplicate"})
+    t.commit([{"id": 1, "bal": 10}])
+    t.commit([{"id": 1, "bal": 20}, {"id": 2, "bal": 5}])
+    snapshots = Path(wh.path("hint")) / "snapshot"
+    assert sorted(int(p.name.split("-")[1]) for p in snapshots.glob("snapshot-*")) == [1, 2]
+    # "3" is one past the last snapshot (no snapshot-4 either); "90" a torn write.
+    (snapshots / "LATEST").write_text(hint)
+    expected = canon(oracle_deduplicate(t.commits, kind="_none"), ["id", "bal"])
+    assert canon(scan(con, wh.path("hint")), ["id", "bal"]) == expected
+    with pytest.raises(duckdb.Error, match=r"snapshot 3 does not exist \(latest is 2\)"):
+        scan(con, wh.path("hint"), snapshot=3)
 
 
 def changelog(con, path, **named):
