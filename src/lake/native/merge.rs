@@ -305,25 +305,37 @@ impl Merger {
             let (l, end) = srcs[b];
             let Keys::Int(keys) = &l.keys else { unreachable!("the base has integer keys") };
             let keys = &keys.values()[l.start..end];
-            let mut contested: Vec<usize> =
-                entries.iter().filter_map(|e| keys.binary_search(&e.key).ok().map(|p| l.start + p)).collect();
-            contested.sort_unstable();
-            contested.dedup();
-            let kinds = self.kinds(l);
-            let mut keep = arrow_array::builder::BooleanBufferBuilder::new(end - l.start);
-            let mut next = contested.iter().peekable();
-            for row in l.start..end {
-                let mine = next.next_if(|&&c| c == row).is_none();
-                let add = kinds.is_none_or(|k| is_add(k[row]));
-                if mine && !add && matches!(self.engine, Engine::FirstRow { ignore_delete: false }) {
-                    return Err(FIRST_ROW_RETRACT.into());
+            // Which base rows another source's key hits. Each source's entries come in key
+            // order, so each search gallops on from the last hit (reset where a source starts).
+            let mut contested = vec![false; end - l.start];
+            let (mut from, mut last) = (0, i64::MIN);
+            for e in &entries {
+                if e.key < last {
+                    from = 0;
                 }
-                keep.append(mine && add);
+                last = e.key;
+                match gallop(keys, from, e.key) {
+                    Ok(p) => {
+                        contested[p] = true;
+                        from = p;
+                    }
+                    Err(p) => from = p,
+                }
             }
-            for &row in &contested {
-                self.push_entries(&mut entries, b, l, row..row + 1);
+            let kinds = self.kinds(l).map(|k| &k[l.start..end]);
+            let add = |i: usize| kinds.is_none_or(|k| is_add(k[i]));
+            if matches!(self.engine, Engine::FirstRow { ignore_delete: false })
+                && (0..contested.len()).any(|i| !contested[i] && !add(i))
+            {
+                return Err(FIRST_ROW_RETRACT.into());
             }
-            mask = Some((b, arrow_array::BooleanArray::new(keep.finish(), None)));
+            let keep: Vec<bool> = (0..contested.len()).map(|i| !contested[i] && add(i)).collect();
+            let mut bits = arrow_array::builder::BooleanBufferBuilder::new(keep.len());
+            bits.append_slice(&keep);
+            let keep = arrow_array::BooleanArray::new(bits.finish(), None);
+            let rows = contested.iter().enumerate().filter(|(_, &hit)| hit).map(|(i, _)| l.start + i);
+            self.push_entries(&mut entries, b, l, rows);
+            mask = Some((b, keep));
         }
         if let Some((b, keep)) = mask {
             let (l, end) = srcs[b];
@@ -343,7 +355,8 @@ impl Merger {
         Ok(())
     }
 
-    fn push_entries(&self, entries: &mut Vec<Entry>, src: usize, l: &Loaded, rows: std::ops::Range<usize>) {
+    /// Adds the versions at `rows` (ascending) of source `src`.
+    fn push_entries(&self, entries: &mut Vec<Entry>, src: usize, l: &Loaded, rows: impl Iterator<Item = usize>) {
         let seq = self.layout.seq.map(|c| l.batch.column(c).as_primitive::<Int64Type>().values());
         let kind = self.kinds(l);
         let key = |row: usize| match &l.keys {
@@ -381,10 +394,16 @@ impl Merger {
         // A retraction sorts before an add of the same sequence number; a sequence taken from
         // the run (none read) leaves versions of one run in file order.
         let by_kind = self.layout.seq.is_some();
-        entries.sort_by(|a, b| {
-            let kind = if by_kind { a.add.cmp(&b.add) } else { Ordering::Equal };
-            same_key(a, b).then(a.seq.cmp(&b.seq)).then(kind).then(a.src.cmp(&b.src))
-        });
+        if self.int_key {
+            // The same order as a plain key: a stable sort finds the sources' sorted runs and
+            // merges them.
+            entries.sort_by_key(|e| (e.key, e.seq, by_kind && e.add, e.src));
+        } else {
+            entries.sort_by(|a, b| {
+                let kind = if by_kind { a.add.cmp(&b.add) } else { Ordering::Equal };
+                same_key(a, b).then(a.seq.cmp(&b.seq)).then(kind).then(a.src.cmp(&b.src))
+            });
+        }
         let batches: Vec<&RecordBatch> = srcs.iter().map(|(l, _)| &l.batch).collect();
         let mut picks: Vec<(usize, usize)> = Vec::new();
         // Partial-update: each key's added versions, as ranges of `adds`.
@@ -443,18 +462,14 @@ impl Merger {
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.layout.outputs);
         for c in 0..self.layout.outputs {
             let values: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
-            let nulls = values.iter().any(|v| v.null_count() > 0);
-            let column = if matches!(self.engine, Engine::PartialUpdate { .. }) && nulls {
+            let nulls: Vec<_> = values.iter().map(|v| v.nulls().filter(|n| n.null_count() > 0)).collect();
+            let valid = |s: usize, r: usize| nulls[s].is_none_or(|n| n.is_valid(r));
+            let column = if matches!(self.engine, Engine::PartialUpdate { .. }) && nulls.iter().any(Option::is_some) {
                 // The latest non-NULL value of each key's added versions (NULL when none).
                 let per: Vec<(usize, usize)> = groups
                     .iter()
                     .map(|&(from, to)| {
-                        adds[from..to]
-                            .iter()
-                            .rev()
-                            .find(|&&(s, r)| values[s].is_valid(r))
-                            .copied()
-                            .unwrap_or(adds[to - 1])
+                        adds[from..to].iter().rev().find(|&&(s, r)| valid(s, r)).copied().unwrap_or(adds[to - 1])
                     })
                     .collect();
                 arrow_select::interleave::interleave(&values, &per)
@@ -479,6 +494,25 @@ impl Merger {
         let columns: Vec<ArrayRef> = batch.columns()[..self.layout.outputs].to_vec();
         RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| e.to_string())
     }
+}
+
+/// `keys.binary_search(&key)` for a key known to lie at or after `from` (ascending keys):
+/// steps of 1, 2, 4, ... from there, then a binary search of the last step.
+fn gallop(keys: &[i64], from: usize, key: i64) -> Result<usize, usize> {
+    let (mut lo, mut step) = (from, 1);
+    let hi = loop {
+        if lo >= keys.len() {
+            return Err(keys.len());
+        }
+        let probe = (lo + step - 1).min(keys.len() - 1);
+        if keys[probe] < key {
+            lo = probe + 1;
+            step *= 2;
+        } else {
+            break probe + 1;
+        }
+    };
+    keys[lo..hi].binary_search(&key).map(|p| lo + p).map_err(|p| lo + p)
 }
 
 /// How many rows of `l` from its start have a key below row `bi` of `bound`.
@@ -656,12 +690,31 @@ mod tests {
         let older = [(1, 1, 0i8, Some("a")), (2, 2, 0, Some("old")), (2, 3, 0, None), (3, 4, 0, Some("c"))];
         let newer = [(2, 5, 0i8, None), (3, 6, 0, Some("new")), (4, 7, 0, Some("x")), (4, 8, 3, None)];
         let make = || vec![run(&older, 2), run(&newer, 1)];
-        let got = merged_as(make(), Engine::PartialUpdate { ignore_delete: false }, ordered.clone()).unwrap();
+        let got = merged_as(make(), Engine::PartialUpdate { ignore_delete: true }, ordered.clone()).unwrap();
         assert_eq!(got.get(&2), Some(&Some("old".to_string())));
         assert_eq!(got.get(&3), Some(&Some("new".to_string())));
         // Key 4: added, then deleted in the same run (file order): gone.
         let got = merged_as(make(), Engine::Deduplicate, ordered.clone()).unwrap();
         assert_eq!((got.get(&2), got.len()), (Some(&None), 3));
+    }
+
+    #[test]
+    fn gallop_finds_what_binary_search_finds() {
+        let keys: Vec<i64> = (0..300).map(|i| i * 8 + (i % 7)).collect();
+        for from in [0usize, 1, 5, 64, 150, 299, 300] {
+            for key in -2..2500 {
+                if from > 0 && keys.get(from - 1).is_some_and(|&k| k >= key) {
+                    continue; // gallop's precondition: every key before `from` is below `key`
+                }
+                let want = keys.binary_search(&key);
+                let got = gallop(&keys, from, key);
+                match want {
+                    Ok(_) => assert_eq!(got.map(|p| keys[p]), Ok(key), "from {from} key {key}"),
+                    Err(p) => assert_eq!(got, Err(p), "from {from} key {key}"),
+                }
+            }
+        }
+        assert_eq!(gallop(&[], 0, 5), Err(0));
     }
 
     #[test]
