@@ -2,7 +2,7 @@
 //! (and a build from the table) reads each split of the snapshot: its bucket directory, files,
 //! sorted runs, the reader (`native files`, `native merge`, `paimon-rust`) and, for
 //! paimon-rust, why the native path does not take it (for a merge of runs in sequence order,
-//! that it reads no sequence or row-kind column).
+//! that it reads no sequence column).
 
 use duckdb::core::LogicalTypeId;
 

@@ -38,14 +38,13 @@ pub enum Engine {
 ///
 /// Without a sequence column, the runs are given in sequence order (their files' sequence
 /// ranges do not overlap) and a run's index is its rows' sequence; within a run, a key's
-/// versions are in file order, which a writer sorts by (key, sequence). Without a row-kind
-/// column, every row is an add.
+/// versions are in file order, which a writer sorts by (key, sequence).
 #[derive(Debug, Clone)]
 pub struct Layout {
     pub outputs: usize,
     pub keys: Vec<usize>,
     pub seq: Option<usize>,
-    pub kind: Option<usize>,
+    pub kind: usize,
 }
 
 /// A source of one run's batches, in key order.
@@ -322,8 +321,8 @@ impl Merger {
                     Err(p) => from = p,
                 }
             }
-            let kinds = self.kinds(l).map(|k| &k[l.start..end]);
-            let add = |i: usize| kinds.is_none_or(|k| is_add(k[i]));
+            let kinds = &self.kinds(l)[l.start..end];
+            let add = |i: usize| is_add(kinds[i]);
             if matches!(self.engine, Engine::FirstRow { ignore_delete: false })
                 && (0..contested.len()).any(|i| !contested[i] && !add(i))
             {
@@ -367,15 +366,15 @@ impl Merger {
         entries.extend(rows.map(|row| Entry {
             key: key(row),
             seq: seq.map_or(l.run as i64, |s| s[row]),
-            add: kind.is_none_or(|k| is_add(k[row])),
+            add: is_add(kind[row]),
             src,
             row: row as u32,
         }));
     }
 
-    /// The row kinds of `l`'s batch; None: every row is an add.
-    fn kinds<'a>(&self, l: &'a Loaded) -> Option<&'a [i8]> {
-        self.layout.kind.map(|c| &l.batch.column(c).as_primitive::<Int8Type>().values()[..])
+    /// The row kinds of `l`'s batch.
+    fn kinds<'a>(&self, l: &'a Loaded) -> &'a [i8] {
+        l.batch.column(self.layout.kind).as_primitive::<Int8Type>().values()
     }
 
     /// Orders `entries` by key, sequence and kind, picks each key's winner(s) and gathers them.
@@ -483,7 +482,7 @@ impl Merger {
 
     /// Whether rows `[start, end)` of one batch hold strictly increasing keys, all added.
     fn unique_adds(&self, l: &Loaded, end: usize) -> bool {
-        let adds = self.kinds(l).is_none_or(|k| k[l.start..end].iter().all(|&k| is_add(k)));
+        let adds = self.kinds(l)[l.start..end].iter().all(|&k| is_add(k));
         adds && match &l.keys {
             Keys::Int(k) => k.values()[l.start..end].windows(2).all(|w| w[0] < w[1]),
             Keys::Rows(rows) => (l.start + 1..end).all(|i| rows.row(i - 1) < rows.row(i)),
@@ -588,7 +587,7 @@ mod tests {
     }
 
     fn merged(runs: Vec<Run>, engine: Engine) -> Result<BTreeMap<i64, Option<String>>, String> {
-        merged_as(runs, engine, Layout { outputs: 2, keys: vec![0], seq: Some(2), kind: Some(3) })
+        merged_as(runs, engine, Layout { outputs: 2, keys: vec![0], seq: Some(2), kind: 3 })
     }
 
     fn merged_as(runs: Vec<Run>, engine: Engine, layout: Layout) -> Result<BTreeMap<i64, Option<String>>, String> {
@@ -673,7 +672,7 @@ mod tests {
     #[test]
     fn runs_in_sequence_order_merge_without_sequence_or_kind_columns() {
         // The merge must not look at the sequence column: garbage here (negated).
-        let ordered = Layout { outputs: 2, keys: vec![0], seq: None, kind: Some(3) };
+        let ordered = Layout { outputs: 2, keys: vec![0], seq: None, kind: 3 };
         for seed in 0..200u64 {
             let data: Vec<Vec<Version>> = runs(seed, 2 + (seed % 4) as usize);
             let garbage = |r: &Vec<Version>| r.iter().map(|&(k, s, kind, v)| (k, -s, kind, v)).collect::<Vec<_>>();

@@ -343,13 +343,16 @@ impl Shape {
                 }
             }
         }
-        let seq = fields.len();
-        let (schema, seq, kind) = match merge {
-            Merge::No => (decode::read_schema(&fields, false, false), None, None),
-            Merge::Versions => (decode::read_schema(&fields, true, true), Some(seq), Some(seq + 1)),
-            Merge::Ordered => (decode::read_schema(&fields, false, true), None, Some(seq)),
+        // After the fields: the sequence number (where the merge reads it), then the row kind.
+        let sequence = merge == Merge::Versions;
+        let at = fields.len();
+        let layout = merge::Layout {
+            outputs: self.outputs.len(),
+            keys,
+            seq: sequence.then_some(at),
+            kind: at + usize::from(sequence),
         };
-        (schema, merge::Layout { outputs: self.outputs.len(), keys, seq, kind })
+        (decode::read_schema(&fields, sequence, merge != Merge::No), layout)
     }
 }
 

@@ -29,12 +29,15 @@ from support.matrix_util import (
     SUPPORTED,
     TIMEOUT,
     UPSERT,
+    allow_core_dump,
     artifact,
     check_exit,
     child_cmd,
     command_line,
+    core_backtrace,
     dash_oracle,
     describe,
+    duckdb_python_finalization_fault,
     mart_oracle,
     result_of,
     run,
@@ -62,7 +65,9 @@ FUNCTIONS = {
     "paimon_tier_upsert",
 }
 # (e): a build of this many generated orders takes long enough to still run at the exit.
-BIG_ROWS = 1_000_000
+# Large enough that a build outlasts the interrupt and exit races below with a margin: at 1M
+# rows a build took 137 ms on a quiet machine, under the CLI test's 150 ms proof.
+BIG_ROWS = 3_000_000
 # (c): how many close + immediate reopen cycles a CLI or Node process goes through.
 CYCLES = 20
 
@@ -188,7 +193,16 @@ def test_python_e_exit_during_build_on_daemon_thread(ext_path, dataset, tmp_path
     rows, csv_path, per_company, cells = dataset
     for attempt in range(E_ATTEMPTS):
         db = tmp_path / f"e{attempt}.duckdb"
-        p = run_unchecked(child_cmd(version, "exit_during_build", ext_path, db, csv_path, BIG_ROWS))
+        crash_dir = tmp_path / f"crash{attempt}"
+        crash_dir.mkdir()
+        p = run_unchecked(
+            child_cmd(version, "exit_during_build", ext_path, db, csv_path, BIG_ROWS),
+            cwd=crash_dir,
+            preexec_fn=allow_core_dump,
+        )
+        if p.returncode != -signal.SIGSEGV:
+            for core in crash_dir.glob("core*"):
+                core.unlink()  # an abort's core: hundreds of MB nobody reads
         first = result_of(p)  # printed before the exit
         # Whatever the exit did, nothing committed before it may be lost.
         reopened = run_child(version, "reopen", ext_path, db, "src")
@@ -196,12 +210,20 @@ def test_python_e_exit_during_build_on_daemon_thread(ext_path, dataset, tmp_path
         if p.returncode != 0:
             break
     if p.returncode < 0:
-        # The one documented symptom (README, known limitations): SIGABRT from std::terminate in
-        # DuckDB's Python cursor destructor during finalization. Any other signal (a segfault),
-        # or an abort with other words, is a failure, never an xfail.
+        # The documented symptoms (README, known limitations): SIGABRT from std::terminate in
+        # DuckDB's Python cursor destructor during finalization, and a SIGSEGV whose faulting
+        # thread (read from its core file) is DuckDB's Python package taking the GIL of the
+        # finalized interpreter, with no frame of ours. Any other signal, an abort with other
+        # words, a segfault in or below our code, or one without a core file to show where it
+        # happened is a failure, never an xfail.
         documented = p.returncode == -signal.SIGABRT and any(
             words in p.stderr for words in ("terminate called", "FATAL: exception not rethrown")
         )
+        if p.returncode == -signal.SIGSEGV:
+            frames = core_backtrace(p, crash_dir)
+            assert frames is not None, f"exit during serving_build: SIGSEGV, and no core file in {crash_dir}"
+            documented = duckdb_python_finalization_fault(frames)
+            assert documented, "exit during serving_build: SIGSEGV at:\n" + "\n".join(frames)
         assert documented, f"exit during serving_build: {describe(p.returncode)}\n{command_line(p.args)}\n{p.stderr}"
         control = run_unchecked(child_cmd(version, "exit_during_query_control", ":memory:"))
         if control.returncode >= 0:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import re
+import resource
 import shlex
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -97,6 +99,36 @@ def result_of(p: subprocess.CompletedProcess) -> dict:
     results = [line[len("RESULT ") :] for line in p.stdout.splitlines() if line.startswith("RESULT ")]
     assert len(results) == 1, f"expected one RESULT line:\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
     return json.loads(results[0])
+
+
+def allow_core_dump() -> None:
+    """A child's preexec_fn: a crash leaves a core file (where the kernel's core_pattern puts
+    it; on these machines, `core` in the working directory) for `core_backtrace`."""
+    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+
+def core_backtrace(p: subprocess.CompletedProcess, cwd: Path) -> list[str] | None:
+    """The faulting thread's backtrace (frame lines) from the core file the crash of `p`
+    (run in `cwd` with `allow_core_dump`) left there; None when there is no core file or gdb.
+    The core file is removed."""
+    cores = sorted(cwd.glob("core*"))
+    gdb = shutil.which("gdb")
+    try:
+        if not cores or gdb is None:
+            return None
+        out = run_unchecked([gdb, "-q", "-batch", "-ex", "bt 40", str(p.args[0]), str(cores[-1])])
+        return [line for line in out.stdout.splitlines() if line.startswith("#")] or None
+    finally:
+        for core in cores:
+            core.unlink(missing_ok=True)
+
+
+def duckdb_python_finalization_fault(frames: list[str]) -> bool:
+    """Whether a faulting thread's backtrace is DuckDB's Python package calling back into an
+    interpreter that has finalized (its signal check takes the GIL of a dead interpreter), with
+    no frame of ours: the crash site streamhouse cannot cause or prevent."""
+    text = "\n".join(frames)
+    return "PyGILState_Ensure" in text and "_duckdb" in text and "streamhouse" not in text
 
 
 def child_cmd(version: str, step: str, *args) -> list:
