@@ -324,9 +324,8 @@ ORDERED = "versions ordered by their run"
 def test_runs_without_retractions_merge_by_run_order(tmp_path, ext_path):
     """Level-0 files of successive commits hold disjoint sequence ranges: the merge orders a
     key's versions by their run (within a run by file order) and reads no sequence column. It
-    must equal paimon-rust's merge, pypaimon's read and a
-    replay of the writes, over NULLs partial-update must skip and keys rewritten in every
-    commit, across batch boundaries (keys > one batch)."""
+    must equal paimon-rust's merge, pypaimon's read and a replay of the writes, over NULLs
+    partial-update must skip and keys rewritten in every commit, across batch boundaries."""
     wh = Warehouse(tmp_path / "wh")
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("qty", pa.int64())])
     t = wh.create("t", schema, ["id"], {"bucket": "2", "merge-engine": "partial-update"})

@@ -128,7 +128,8 @@ def duckdb_python_finalization_fault(frames: list[str]) -> bool:
     interpreter that has finalized (its signal check takes the GIL of a dead interpreter), with
     no frame of ours: the crash site streamhouse cannot cause or prevent."""
     text = "\n".join(frames)
-    return "PyGILState_Ensure" in text and "_duckdb" in text and "streamhouse" not in text
+    ours = "streamhouse.duckdb_extension" in text or "streamhouse::" in text
+    return "PyGILState_Ensure" in text and "_duckdb" in text and not ours
 
 
 def child_cmd(version: str, step: str, *args) -> list:
