@@ -57,9 +57,12 @@ fn fds() -> MutexGuard<'static, Descriptors> {
 /// At LOAD: this instance's own descriptor on each of its database files, the one no other
 /// session has claimed (none for a file where that is ambiguous), claimed for it.
 pub fn claim_own_descriptors(conn: &Connection) -> Vec<i32> {
-    let found = descriptors(conn);
+    let files = file_ids(conn);
+    // One lock from the scan to the claim: a retire between them would move an older
+    // instance's descriptor out of `claimed` after the scan saw it, and this instance's own
+    // descriptor would then look ambiguous (it was, 1 claim in ~10 under immediate reopens).
     let mut registry = fds();
-    let own: Vec<i32> = found
+    let own: Vec<i32> = scan(&files, &registry.retired)
         .into_iter()
         .filter_map(|fds| {
             let unclaimed: Vec<i32> = fds.into_iter().filter(|fd| !registry.claimed.contains(fd)).collect();
@@ -72,18 +75,25 @@ pub fn claim_own_descriptors(conn: &Connection) -> Vec<i32> {
 
 /// This process's descriptors on each database file of the instance, retired ones left out.
 fn descriptors(conn: &Connection) -> Vec<Vec<i32>> {
+    let files = file_ids(conn);
+    let retired = fds().retired.clone();
+    scan(&files, &retired)
+}
+
+/// Device and inode of each database file of the instance (asked of DuckDB before any lock).
+fn file_ids(conn: &Connection) -> Vec<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
-    let files: Vec<(u64, u64)> = file_databases(conn)
-        .iter()
-        .filter_map(|db| std::fs::metadata(&db.path).ok())
-        .map(|m| (m.dev(), m.ino()))
-        .collect();
+    file_databases(conn).iter().filter_map(|db| std::fs::metadata(&db.path).ok()).map(|m| (m.dev(), m.ino())).collect()
+}
+
+/// The descriptors in `/proc/self/fd` open on each of `files`, `retired` ones left out.
+fn scan(files: &[(u64, u64)], retired: &[i32]) -> Vec<Vec<i32>> {
+    use std::os::unix::fs::MetadataExt;
     let mut found = vec![Vec::new(); files.len()];
     if files.is_empty() {
         return found;
     }
     let Ok(entries) = std::fs::read_dir("/proc/self/fd") else { return found };
-    let retired = fds().retired.clone();
     for entry in entries.flatten() {
         let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
         if retired.contains(&fd) {
