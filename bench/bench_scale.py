@@ -627,14 +627,6 @@ def main():
         measure("c_parquet_all", "compacted: read_parquet, every column", spec(ALL_COLUMNS.format(src=cparquet)))
         measure("c_scan_one", "compacted: paimon_scan, SUM(revenue)", spec(ONE_COLUMN.format(src=cscan)), one)
         measure("c_parquet_one", "compacted: read_parquet, SUM(revenue)", spec(ONE_COLUMN.format(src=cparquet)))
-        # The same files through the Arrow (parquet-rs) decoder: what DuckDB's reader saves.
-        carrow = f"paimon_scan({sql_str(str(ctable))}, reader := 'parquet-rs')"
-        measure(
-            "c_arrow_all",
-            "compacted: paimon_scan (parquet-rs), every column",
-            spec(ALL_COLUMNS.format(src=carrow)),
-            every,
-        )
         if "rust" in only:
             crust = rust(ALL_COLUMNS, warehouse=str(ctable.parents[1]))
             measure("c_rust_all", "compacted: pypaimon_rust, every column", crust, every)
@@ -765,14 +757,6 @@ def main():
             (
                 "(b) pypaimon_rust / paimon_scan, every column",
                 f"{ms(med('c_rust_all'))} / {ms(med('c_scan_all'))} = {med('c_rust_all') / med('c_scan_all'):.2f}x",
-            )
-        )
-    if med("c_arrow_all") and med("c_parquet_all"):
-        info.append(
-            (
-                "(b) paimon_scan reader := 'parquet-rs' / read_parquet, every column",
-                f"{ms(med('c_arrow_all'))} / {ms(med('c_parquet_all'))} = "
-                f"{med('c_arrow_all') / med('c_parquet_all'):.2f}x",
             )
         )
     if rss("c_scan_all") is not None and rss("c_parquet_all") is not None:

@@ -60,10 +60,7 @@ pub fn register_all(con: &Connection, session: &SharedDatabase) -> duckdb::Resul
         session,
     )?;
     con.register_table_function_with_extra_info::<paimon_scan::PaimonScan, _>("paimon_scan", session)?;
-    con.register_table_function_with_extra_info::<streamhouse_handoff::Handoff, _>(
-        crate::serving::handoff::FUNCTION,
-        session,
-    )?;
+    con.register_table_function::<streamhouse_handoff::Handoff>(crate::serving::handoff::FUNCTION)?;
     con.register_table_function_with_extra_info::<paimon_changelog::PaimonChangelog, _>("paimon_changelog", session)?;
     con.register_table_function_with_extra_info::<Table<paimon_snapshots::PaimonSnapshots>, _>(
         "paimon_snapshots",

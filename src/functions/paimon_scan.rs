@@ -11,10 +11,10 @@ use duckdb::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
-use super::glue::lake_batches::{self, Batches, PlainReader, Reader, Source};
+use super::glue::lake_batches::{self, BatchSource, Batches};
 use super::glue::settings::sandbox;
 use crate::core::error::Error;
-use crate::lake::{Access, LakeTable, Opened};
+use crate::lake::{Access, LakeTable};
 
 const NAME: &str = "paimon_scan";
 
@@ -24,7 +24,8 @@ pub struct Bind {
     table: LakeTable,
     schema: SchemaRef,
     threads: usize,
-    reader: Reader,
+    /// `reader := 'paimon-rust'`: every split read by paimon-rust (the reference reader).
+    paimon_only: bool,
 }
 
 /// `batch`'s columns at `positions` (None: a row-id column DuckDB only counts).
@@ -69,8 +70,8 @@ impl VTab for PaimonScan {
             }
             let schema = table.schema()?;
             lake_batches::declare(bind, NAME, &schema)?;
-            let reader = lake_batches::reader_param(bind, NAME)?;
-            Ok(Bind { table, schema, threads: super::glue::settings::threads(bind), reader })
+            let paimon_only = lake_batches::reader_param(bind, NAME)?;
+            Ok(Bind { table, schema, threads: super::glue::settings::threads(bind), paimon_only })
         })
     }
 
@@ -91,7 +92,7 @@ impl VTab for PaimonScan {
                 names.push(bind.table.first_key_column().unwrap_or_else(|| bind.schema.field(0).name().clone()));
             }
             let mut scan = bind.table.scan(None, None, Some(names.clone()))?;
-            if bind.reader == Reader::PaimonRust {
+            if bind.paimon_only {
                 scan = scan.paimon_only();
             }
             let units = Arc::new(scan.into_units()?);
@@ -101,27 +102,18 @@ impl VTab for PaimonScan {
                 .iter()
                 .map(|w| w.map(|i| names.iter().position(|n| n == bind.schema.field(i).name()).unwrap_or(0)))
                 .collect();
-            // Plain files go to DuckDB's own Parquet reader when every thread can have one of
-            // its own (with fewer files than threads, the Arrow decoder shares a file's row
-            // groups among threads instead).
-            let plain = match bind.reader == Reader::Native && units.len() >= bind.threads.max(1) {
-                true => PlainReader::new(&bind.schema, &wanted, lake_batches::database(init)),
-                false => None,
-            };
-            let as_asked = positions.iter().enumerate().all(|(k, p)| *p == Some(k)) && positions.len() == names.len();
+            if positions.iter().enumerate().all(|(k, p)| *p == Some(k)) && positions.len() == names.len() {
+                return Ok(Batches::pulled(move || units.next()).in_statement(init));
+            }
             // A row-id column (count(*)) or a column asked twice: lay each batch out as DuckDB asked.
             let positions = Arc::new(positions);
-            Ok(Batches::pulled_sources(move || {
-                let opened = units.next_or_plain(&|path: &str| plain.as_ref().and_then(|p| p.open(NAME, path)))?;
-                Some(opened.and_then(|opened| match opened {
-                    Opened::Plain(source) => source,
-                    Opened::Batches(batches) if as_asked => Ok(Source::Arrow(batches)),
-                    Opened::Batches(batches) => {
-                        let positions = positions.clone();
-                        let laid_out = batches.map(move |batch| batch.and_then(|b| lay_out(&b, &positions)));
-                        Ok(Source::Arrow(Box::new(laid_out)))
-                    }
-                }))
+            Ok(Batches::pulled(move || {
+                let positions = positions.clone();
+                units.next().map(|unit| {
+                    unit.map(|batches| -> BatchSource {
+                        Box::new(batches.map(move |batch| batch.and_then(|b| lay_out(&b, &positions))))
+                    })
+                })
             })
             .in_statement(init))
         })

@@ -11,8 +11,8 @@ use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
-use super::glue::lake_batches::{self, Batches, PlainReader, Source};
-use crate::lake::{Opened, Scan};
+use super::glue::lake_batches::{self, Batches};
+use crate::lake::Scan;
 use crate::serving::handoff::{self, Contents, Part};
 
 const CHUNK: usize = 2048;
@@ -106,27 +106,11 @@ impl VTab for Handoff {
                 _ => Vec::new(),
             };
             let lake = match &*contents {
-                Contents::Lake { scan, schema } => {
+                Contents::Lake { scan, .. } => {
                     // Planned once, read anew by each scan (a failed load's probes read it again).
                     let units = Arc::new(Scan::clone(scan).into_units()?);
-                    let threads = bound.threads.max(1);
-                    init.set_max_threads(threads as u64);
-                    // Every column, in the parcel's order; plain files as paimon_scan reads them.
-                    let all: Vec<Option<usize>> = (0..schema.fields().len()).map(Some).collect();
-                    let plain = match units.len() >= threads {
-                        true => PlainReader::new(schema, &all, lake_batches::database(init)),
-                        false => None,
-                    };
-                    Some(
-                        Batches::pulled_sources(move || {
-                            let open = |path: &str| plain.as_ref().and_then(|p| p.open(handoff::FUNCTION, path));
-                            Some(units.next_or_plain(&open)?.and_then(|opened| match opened {
-                                Opened::Plain(source) => source,
-                                Opened::Batches(batches) => Ok(Source::Arrow(batches)),
-                            }))
-                        })
-                        .in_statement(init),
-                    )
+                    init.set_max_threads(bound.threads.max(1) as u64);
+                    Some(Batches::pulled(move || units.next()))
                 }
                 _ => None,
             };

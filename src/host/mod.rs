@@ -1,10 +1,8 @@
 //! Living inside DuckDB's process: the extension's connections to one database (`session`),
 //! the writer's explicit transaction and its lease (`transaction`), the watchdog's state
-//! machine (`watchdog`), which file descriptors belong to which instance (`descriptors`), and
-//! queries of ours whose results stream as DuckDB chunks (`chunk_stream`).
+//! machine (`watchdog`), and which file descriptors belong to which instance (`descriptors`).
 //! The lifecycle story is told once, in `session`'s module doc. Uses only `core`.
 
-pub mod chunk_stream;
 pub mod descriptors;
 pub mod session;
 pub mod transaction;

@@ -9,9 +9,7 @@
 //! - one **writer** connection: builds, refreshes and follow applies take it in turn;
 //! - a few **reader** connections: dashboards, OLAP, explain, status and reconcile each take a
 //!   free one, so they never queue behind a writer. DuckDB's MVCC gives each statement the last
-//!   committed state, so a reader sees the layer before or after a refresh, never half of it;
-//! - a few **stream** connections, made with the raw C API at LOAD (`chunk_stream`): a scan
-//!   lends one per thread for a streamed `read_parquet` and never waits for one.
+//!   committed state, so a reader sees the layer before or after a refresh, never half of it.
 //!
 //! Those connections keep the DatabaseInstance alive after the user closes it. The invariant
 //! this module keeps: **once the user's last connection is gone, this instance writes nothing
@@ -41,7 +39,6 @@ use std::time::{Duration, Instant};
 
 use duckdb::Connection;
 
-use super::chunk_stream::{RawConnection, StreamConnection};
 use super::descriptors::{self, claim_own_descriptors, file_databases, opened_by_another_instance};
 use super::transaction::Transaction;
 use super::watchdog::{Action, Seen, Watch};
@@ -96,11 +93,6 @@ pub struct Session {
     running: AtomicUsize,
     /// This instance's own descriptors on its database files, claimed at LOAD.
     own_fds: Vec<i32>,
-    /// Raw connections for streamed queries of ours (`chunk_stream`), each lent to one scan
-    /// at a time; a scan finding none free reads another way.
-    streams: Vec<Mutex<Option<RawConnection>>>,
-    /// Whether `read_parquet` was found in the catalog (only a yes is remembered).
-    parquet: AtomicBool,
 }
 
 /// The writer connection lent to one statement with its open transaction, until `commit`.
@@ -209,17 +201,15 @@ fn skip_shutdown_checkpoint(conn: &Connection) -> bool {
 impl Session {
     /// Clones the pool from the entrypoint's connection (only possible during LOAD) and starts
     /// the watchdog.
-    pub fn start(con: &Connection, streams: Vec<RawConnection>) -> duckdb::Result<SharedSession> {
+    pub fn start(con: &Connection) -> duckdb::Result<SharedSession> {
         let writer = held(con.try_clone()?);
         let readers = (0..READERS).map(|_| con.try_clone().map(held)).collect::<duckdb::Result<Vec<_>>>()?;
         let own_fds = claim_own_descriptors(con);
         let session = Arc::new(Session {
             own_fds,
             writer,
-            ours: readers.len() + 1 + streams.len(),
+            ours: readers.len() + 1,
             readers,
-            streams: streams.into_iter().map(|c| Mutex::new(Some(c))).collect(),
-            parquet: AtomicBool::new(false),
             next_reader: AtomicUsize::new(0),
             watch: Mutex::new(Watch::new(Instant::now())),
             released: AtomicBool::new(false),
@@ -268,9 +258,6 @@ impl Session {
         for slot in self.slots() {
             drop(lock(slot).take());
         }
-        for slot in &self.streams {
-            drop(slot.lock().unwrap_or_else(|p| p.into_inner()).take());
-        }
     }
 
     /// Lets go of the instance without destroying it: another instance has its file open (whose
@@ -285,54 +272,6 @@ impl Session {
                 std::mem::forget(held);
             }
         }
-        for slot in &self.streams {
-            std::mem::forget(slot.lock().unwrap_or_else(|p| p.into_inner()).take());
-        }
-    }
-
-    /// A stream connection nobody uses, or None (never waits: the caller reads another way).
-    pub fn take_stream_connection(self: &Arc<Self>) -> Option<StreamConnection> {
-        if !self.may_run_duckdb() {
-            return None;
-        }
-        self.streams.iter().enumerate().find_map(|(i, slot)| {
-            let conn = slot.try_lock().ok()?.take()?;
-            Some(StreamConnection::new(self.clone(), i, conn))
-        })
-    }
-
-    /// A stream connection comes back. Once the instance is let go of (or the process exits)
-    /// it is forgotten, not closed: no DuckDB code may run then.
-    pub(super) fn give_back_stream(&self, slot: usize, conn: RawConnection) {
-        let mut slot = self.streams[slot].lock().unwrap_or_else(|p| p.into_inner());
-        if self.may_run_duckdb() {
-            *slot = Some(conn);
-        } else {
-            std::mem::forget(conn);
-        }
-    }
-
-    /// Whether DuckDB's Parquet reader is in the catalog. Asked before a query of ours names
-    /// `read_parquet`: a DuckDB built without it would autoload the extension, and perhaps
-    /// download it, on that query's behalf.
-    pub fn has_read_parquet(&self) -> bool {
-        if self.parquet.load(Ordering::Relaxed) {
-            return true;
-        }
-        let sql = "SELECT count(*) > 0 FROM duckdb_functions() WHERE function_name = 'read_parquet'";
-        let found = self
-            .read("", |c| {
-                c.query_row(sql, [], |r| r.get::<_, bool>(0))
-                    .map_err(|e| Error::duckdb("streamhouse: looking for read_parquet", &e))
-            })
-            .unwrap_or(false);
-        self.parquet.store(found, Ordering::Relaxed);
-        found
-    }
-
-    /// Whether DuckDB code of ours may still run on this instance.
-    pub fn may_run_duckdb(&self) -> bool {
-        !EXITING.load(Ordering::SeqCst) && !self.released.load(Ordering::SeqCst)
     }
 
     /// One look of the watchdog: what it sees goes through `Watch::step`, and the action is

@@ -927,12 +927,6 @@ struct UnitContext {
     remote: bool,
 }
 
-/// A unit handed out by [`Units::next_or_plain`]: opened here, or taken by the plain reader.
-pub enum Opened<T> {
-    Batches(UnitBatches),
-    Plain(T),
-}
-
 /// A planned read cut into units — a split, or a file of a split that needs no merge — handed
 /// out once each to whichever thread asks, and read on that thread: `paimon_scan` reads them
 /// on DuckDB's own threads (so `threads` bounds the decoding and merging, and batches need no
@@ -990,18 +984,6 @@ impl Units {
     /// file's footer), or None when all have been — never while another thread is still
     /// opening a unit, which may hand on more.
     pub fn next(&self) -> Option<Result<UnitBatches>> {
-        self.next_or_plain(&|_: &str| None::<()>).map(|opened| {
-            opened.map(|o| match o {
-                Opened::Batches(b) => b,
-                Opened::Plain(()) => unreachable!("no plain reader was offered"),
-            })
-        })
-    }
-
-    /// Like [`Units::next`], but a unit that is one whole local data file read as it is
-    /// stored (no merge, no deletion vector) is first offered to `plain` with the file's
-    /// path: what it returns stands for the unit; None reads the unit here as usual.
-    pub fn next_or_plain<T>(&self, plain: &dyn Fn(&str) -> Option<T>) -> Option<Result<Opened<T>>> {
         let ctx = self.ctx.as_ref()?;
         let mut queue = self.lock();
         // A unit handed on, or the index of a planned one.
@@ -1025,12 +1007,9 @@ impl Units {
             Ok(unit) => unit,
             Err(i) => &self.units[*i],
         };
-        if let Some(t) = native::plain_file(unit).and_then(|path| plain(&path)) {
-            return Some(Ok(Opened::Plain(t)));
-        }
         let opened = ctx.open(unit).map(|(batches, more)| {
             self.lock().more.extend(more);
-            Opened::Batches(batches)
+            batches
         });
         drop(opening);
         Some(opened)

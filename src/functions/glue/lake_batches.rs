@@ -12,8 +12,6 @@ use duckdb::vtab::{to_duckdb_logical_type, BindInfo, InitInfo, Value};
 #[cfg(duckdb14)]
 use super::settings::ValueExt;
 use crate::core::error::{Error, Result};
-use crate::core::quote;
-use crate::host::chunk_stream::{column_type, ChunkStream, ColumnType, FetchedChunk};
 use crate::host::session::Running;
 use crate::lake::LakeOptions;
 use crate::serving::state::SharedDatabase;
@@ -33,32 +31,19 @@ pub fn snapshot_param(bind: &BindInfo, name: &str) -> Option<i64> {
     bind.get_named_parameter(name).filter(|v| !v.is_null()).map(|v| v.to_int64())
 }
 
-/// Which reader `paimon_scan` reads with (its `reader` named parameter).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reader {
-    /// `native` (the default): the native path where it applies — plain data files decoded by
-    /// DuckDB's own Parquet reader, the rest by the Arrow decoder and merge — paimon-rust's
-    /// reader elsewhere.
-    Native,
-    /// `parquet-rs`: the native path with every file decoded by the Arrow (parquet-rs) decoder.
-    ParquetRs,
-    /// `paimon-rust`: every split read by paimon-rust (the reference reader).
-    PaimonRust,
-}
-
-/// The `reader` named parameter of `paimon_scan`.
-pub fn reader_param(bind: &BindInfo, function: &'static str) -> Result<Reader> {
-    let Some(v) = bind.get_named_parameter("reader").filter(|v| !v.is_null()) else { return Ok(Reader::Native) };
+/// The `reader` named parameter of `paimon_scan`: `native` (the default: the native path where
+/// it applies, paimon-rust elsewhere) or `paimon-rust`. True for paimon-rust.
+pub fn reader_param(bind: &BindInfo, function: &'static str) -> Result<bool> {
+    let Some(v) = bind.get_named_parameter("reader").filter(|v| !v.is_null()) else { return Ok(false) };
     let text = super::value::text_arg(&v, function, "reader")?;
     match text.to_ascii_lowercase().as_str() {
-        "native" => Ok(Reader::Native),
-        "parquet-rs" => Ok(Reader::ParquetRs),
-        "paimon-rust" => Ok(Reader::PaimonRust),
+        "native" => Ok(false),
+        "paimon-rust" => Ok(true),
         _ => Err(Error::BadArgument {
             function,
             parameter: "reader",
             value: text,
-            problem: "the reader is 'native' (the default), 'parquet-rs' or 'paimon-rust'".into(),
+            problem: "the reader is 'native' (the default) or 'paimon-rust'".into(),
         }),
     }
 }
@@ -137,98 +122,17 @@ pub fn declare(bind: &BindInfo, function: &'static str, schema: &duckdb::arrow::
     Ok(())
 }
 
-/// The database of `init`'s function.
-pub fn database(init: &InitInfo) -> &SharedDatabase {
-    // SAFETY: functions reading through `Batches` are registered with a `SharedDatabase` as
-    // extra info (functions::register_all), which DuckDB keeps alive as long as the function
-    // exists.
-    unsafe { &*init.get_extra_info::<SharedDatabase>() }
-}
-
-/// Reads a plain data file (one whose rows stand as stored) with DuckDB's own Parquet reader,
-/// on a stream connection of ours, its chunks' vectors referenced into the output as they are.
-pub struct PlainReader {
-    db: SharedDatabase,
-    /// The select list: DuckDB's output columns in order (a row-id column as a constant).
-    select: String,
-    /// The output's column types, which the query's must equal.
-    types: Vec<ColumnType>,
-}
-
-impl PlainReader {
-    /// None when an output column has a type whose vectors are not compared (nested ones).
-    pub fn new(
-        schema: &duckdb::arrow::datatypes::Schema,
-        wanted: &[Option<usize>],
-        db: &SharedDatabase,
-    ) -> Option<PlainReader> {
-        let mut select = Vec::with_capacity(wanted.len());
-        let mut types = Vec::with_capacity(wanted.len());
-        for w in wanted {
-            let ty = match w {
-                Some(i) => {
-                    let field = schema.field(*i);
-                    select.push(quote::ident(field.name()));
-                    to_duckdb_logical_type(field.data_type()).ok()?
-                }
-                None => {
-                    select.push("CAST(0 AS BIGINT)".to_string());
-                    LogicalTypeHandle::from(LogicalTypeId::Bigint)
-                }
-            };
-            types.push(column_type(ty.raw_id(), ty.decimal_width(), ty.decimal_scale())?);
-        }
-        db.session.has_read_parquet().then(|| PlainReader { db: db.clone(), select: select.join(", "), types })
-    }
-
-    /// The file's rows as a chunk stream, or None when this reader does not take it (no stream
-    /// connection free, DuckDB reads a column in another type or cannot read the file): then
-    /// it is decoded here. DuckDB's sandbox refusing the file is an error, never a fallback.
-    pub fn open(&self, function: &str, path: &str) -> Option<Result<Source>> {
-        let conn = self.db.session.take_stream_connection()?;
-        let sql = format!("SELECT {} FROM read_parquet({})", self.select, quote::literal(path));
-        let what = format!("{function}: reading data file {path} with DuckDB's Parquet reader");
-        let mut stream = match conn.stream(&sql) {
-            Ok(s) => s,
-            Err(message) if message.starts_with("Permission Error") => {
-                return Some(Err(Error::DuckDb { context: what, message }))
-            }
-            Err(_) => return None,
-        };
-        let types = stream.column_types();
-        let same = types.len() == self.types.len() && types.iter().zip(&self.types).all(|(g, w)| g.as_ref() == Some(w));
-        same.then_some(Ok(Source::Chunks { stream, what }))
-    }
-}
-
 /// One stream of batches, read by one thread at a time.
 pub type BatchSource = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
 
-/// What a thread reads: Arrow batches, or a query of ours whose DuckDB chunks already have
-/// the output's columns (`host::chunk_stream`: a plain data file read by DuckDB's reader).
-pub enum Source {
-    Arrow(BatchSource),
-    /// `what` says what the query reads, for its errors.
-    Chunks {
-        stream: ChunkStream,
-        what: String,
-    },
-}
-
 /// Hands out the next source, or None when there are no more.
-type Sources = Box<dyn Fn() -> Option<Result<Source>> + Send + Sync>;
+type Sources = Box<dyn Fn() -> Option<Result<BatchSource>> + Send + Sync>;
 
 /// A source being read: its current batch and how much of it was emitted.
 struct Cursor {
-    source: Source,
+    source: BatchSource,
     current: Option<RecordBatch>,
     offset: usize,
-}
-
-/// What one `emit` writes: a slice of a batch, or a chunk whose vectors it references.
-enum Slice {
-    Arrow(RecordBatch),
-    Chunk(FetchedChunk),
 }
 
 /// The cursors not being read, and how many are (or sources being opened).
@@ -268,17 +172,16 @@ impl Drop for Claim<'_> {
 impl Batches {
     /// Sources handed out by `next` (called with no lock held, on the asking thread).
     pub fn pulled(next: impl Fn() -> Option<Result<BatchSource>> + Send + Sync + 'static) -> Self {
-        Self::pulled_sources(move || next().map(|s| s.map(Source::Arrow)))
-    }
-
-    /// Sources of either kind, handed out by `next` as [`Batches::pulled`]'s.
-    pub fn pulled_sources(next: impl Fn() -> Option<Result<Source>> + Send + Sync + 'static) -> Self {
         Batches { sources: Box::new(next), pool: Mutex::new(Pool::default()), returned: Condvar::new(), _running: None }
     }
 
     /// The scan runs in a user's statement on the database of `init`'s function.
     pub fn in_statement(mut self, init: &InitInfo) -> Self {
-        self._running = Some(database(init).session.running());
+        // SAFETY: functions reading through `Batches` are registered with a `SharedDatabase`
+        // as extra info (functions::register_all), which DuckDB keeps alive as long as the
+        // function exists.
+        let db = unsafe { &*init.get_extra_info::<SharedDatabase>() };
+        self._running = Some(db.session.running());
         self
     }
 
@@ -316,7 +219,7 @@ impl Batches {
         }
     }
 
-    fn next_slice(&self) -> Result<Option<Slice>> {
+    fn next_slice(&self) -> Result<Option<RecordBatch>> {
         loop {
             let Ok((claim, idle)) = self.claim() else { return Ok(None) };
             let mut cursor = match idle {
@@ -337,27 +240,13 @@ impl Batches {
                         cursor.offset += len;
                         self.lock().idle.push(cursor);
                         drop(claim);
-                        return Ok(Some(Slice::Arrow(slice)));
+                        return Ok(Some(slice));
                     }
                 }
-                let chunk = match &mut cursor.source {
-                    Source::Arrow(batches) => match batches.next() {
-                        Some(batch) => {
-                            cursor.current = Some(batch?);
-                            cursor.offset = 0;
-                            continue;
-                        }
-                        None => None,
-                    },
-                    Source::Chunks { stream, what } => {
-                        stream.next_chunk().map_err(|message| Error::DuckDb { context: what.clone(), message })?
-                    }
-                };
-                match chunk {
-                    Some(chunk) => {
-                        self.lock().idle.push(cursor);
-                        drop(claim);
-                        return Ok(Some(Slice::Chunk(chunk)));
+                match cursor.source.next() {
+                    Some(batch) => {
+                        cursor.current = Some(batch?);
+                        cursor.offset = 0;
                     }
                     // This source is done: on to another.
                     None => break,
@@ -368,10 +257,7 @@ impl Batches {
 
     pub fn emit(&self, output: &mut DataChunkHandle) -> std::result::Result<(), Box<dyn std::error::Error>> {
         match self.next_slice()? {
-            Some(Slice::Arrow(slice)) => super::to_chunk::write(&slice, output)?,
-            // SAFETY: a chunk stream's columns were checked, at its start, to be the output's
-            // (`paimon_scan`'s plain reader): the same count and types.
-            Some(Slice::Chunk(chunk)) => unsafe { chunk.reference_into(output.get_ptr()) },
+            Some(slice) => super::to_chunk::write(&slice, output)?,
             None => output.set_len(0),
         }
         Ok(())

@@ -298,25 +298,6 @@ pub fn in_sequence_order(files: &[DataFileMeta], runs: &[Vec<usize>]) -> Option<
     Some(ranged.into_iter().map(|(_, run)| run).collect())
 }
 
-/// The local path of `unit`'s data file when the unit is one whole file whose rows stand as
-/// stored: no merge, no deletion vector (what any Parquet reader returns is then the unit's
-/// result, given the same columns).
-pub fn plain_file(unit: &Unit) -> Option<String> {
-    let Unit::Native { split, runs, merge: Merge::No } = unit else { return None };
-    let [run] = runs.as_slice() else { return None };
-    let [file] = run.as_slice() else { return None };
-    if split.deletion_file_for_data_file_index(*file).is_some() {
-        return None;
-    }
-    Some(local_path(split, *file))
-}
-
-fn local_path(split: &DataSplit, i: usize) -> String {
-    let path = split.data_file_path(&split.data_files()[i]);
-    let local = path.strip_prefix("file://").or_else(|| path.strip_prefix("file:")).unwrap_or(&path);
-    local.to_string()
-}
-
 /// The split paimon-rust reads in place of a native unit refused at open.
 pub fn fallback_split(split: &DataSplit, runs: &[Vec<usize>]) -> paimon::Result<DataSplit> {
     let mut files: Vec<usize> = runs.iter().flatten().copied().collect();
@@ -388,8 +369,9 @@ pub struct Read<'a> {
 }
 
 fn open_file(split: &DataSplit, i: usize) -> Result<std::fs::File, decode::Refusal> {
-    let local = local_path(split, i);
-    std::fs::File::open(&local).map_err(|e| decode::Refusal::Failed(format!("cannot open data file {local}: {e}")))
+    let path = split.data_file_path(&split.data_files()[i]);
+    let local = path.strip_prefix("file://").or_else(|| path.strip_prefix("file:")).unwrap_or(&path);
+    std::fs::File::open(local).map_err(|e| decode::Refusal::Failed(format!("cannot open data file {local}: {e}")))
 }
 
 /// Opens a native unit: every file's footer is read and checked before any row is, so a
