@@ -60,7 +60,7 @@ pub fn claim_own_descriptors(conn: &Connection) -> Vec<i32> {
     let files = file_ids(conn);
     // One lock from the scan to the claim: a retire between them would move an older
     // instance's descriptor out of `claimed` after the scan saw it, and this instance's own
-    // descriptor would then look ambiguous (it was, 1 claim in ~10 under immediate reopens).
+    // descriptor would then look ambiguous (and go unclaimed) under an immediate reopen.
     let mut registry = fds();
     let own: Vec<i32> = scan(&files, &registry.retired)
         .into_iter()

@@ -424,7 +424,7 @@ def test_plain_files_of_every_column_type(tmp_path, ext_path):
     """A table written as one commit into 4 buckets (one sorted run per bucket, how a compacted
     table reads) is read as plain files; every column type it holds — text of each view length,
     INT, DOUBLE, DECIMAL(18,2) and DECIMAL(30,4), DATE, TIMESTAMP, BOOLEAN, BLOB, NULLs in each
-    — equals paimon-rust's read and the rows written, as do one column, a column asked twice and
+    — equals paimon-rust's read and the rows written, as do one column, a column used twice and
     count(*)."""
     wh = Warehouse(tmp_path / "wh")
     rows = plain_rows(30_000)
