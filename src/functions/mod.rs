@@ -1,6 +1,8 @@
 //! Thin FFI layer: one file per SQL function, each saying what it computes; the DuckDB callback
-//! glue is written once (`table`, `scalar`). `register_all` is all the entrypoint calls.
+//! glue is written once (`table`, `scalar`). `register_all` and `register_replacement_scan` are
+//! all the entrypoint calls.
 
+mod from_paimon;
 mod glue;
 mod paimon_changelog;
 mod paimon_mart_ddl;
@@ -28,6 +30,15 @@ use duckdb::Connection;
 
 use crate::serving::state::SharedDatabase;
 use glue::table::{PerCompany, Table};
+
+/// Registers `FROM 'paimon:<dir>'` (a replacement scan, see `from_paimon`) on `db`.
+///
+/// # Safety
+/// `db` must be the live database handle of the LOAD in progress.
+pub unsafe fn register_replacement_scan(db: duckdb::ffi::duckdb_database, session: &SharedDatabase) {
+    // SAFETY: per this function's contract.
+    unsafe { from_paimon::register(db, session) }
+}
 
 pub fn register_all(con: &Connection, session: &SharedDatabase) -> duckdb::Result<()> {
     con.register_table_function_with_extra_info::<Table<serving_build::ServingBuild>, _>("serving_build", session)?;

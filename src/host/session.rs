@@ -54,6 +54,9 @@ const READERS: usize = 8;
 /// forever for the connection its own caller holds).
 pub const WRITER_WAIT: Duration = Duration::from_secs(120);
 
+/// How long `try_read` looks for a free reader connection before its caller does without.
+const TRY_READ_WAIT: Duration = Duration::from_millis(250);
+
 /// Who a function is: it decides which connection it gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -367,6 +370,28 @@ impl Session {
         drop(guard);
         self.touch();
         out
+    }
+
+    /// `read` on the first reader connection found free within `TRY_READ_WAIT` (the
+    /// watchdog's look holds every slot for a moment): None when none was. For callbacks DuckDB
+    /// makes inside a statement that may be running on one of our own connections (a
+    /// replacement scan), where waiting for a given one could wait for ourselves.
+    pub fn try_read<R>(&self, f: impl FnOnce(&Connection) -> Result<R>) -> Option<Result<R>> {
+        let deadline = Instant::now() + TRY_READ_WAIT;
+        let mut guard = loop {
+            if let Some(g) = self.readers.iter().find_map(|slot| slot.try_lock().ok()) {
+                break g;
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_micros(200));
+        };
+        self.touch();
+        let out = self.prepare(&mut guard, "").and_then(f);
+        drop(guard);
+        self.touch();
+        Some(out)
     }
 
     /// Marks a scan of ours as under way until the returned guard is dropped (see `Running`).

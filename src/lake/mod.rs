@@ -857,6 +857,25 @@ impl Scan {
             .collect())
     }
 
+    /// The data files of a read of every column that needs no merge, no deletion vector and no
+    /// conversion (see [`native::plain_files`]): what DuckDB's own Parquet reader may read
+    /// instead. None where any split needs more, for a read narrowed by keys, and for a table
+    /// without files.
+    pub fn plain_files(&self) -> Result<Option<Vec<String>>> {
+        if !self.native || self.remote || self.columns.is_some() || self.filter.is_some() {
+            return Ok(None);
+        }
+        let Some(read) = self.native_read()? else { return Ok(None) };
+        let mut files = Vec::new();
+        for split in &self.splits {
+            match native::plain_files(split, &read.facts, &read.shape) {
+                Some(f) => files.extend(f),
+                None => return Ok(None),
+            }
+        }
+        Ok((!files.is_empty()).then_some(files))
+    }
+
     /// The read cut into units any thread may take (see [`Units`]).
     pub fn into_units(self) -> Result<Units> {
         let read = self.native_read()?;

@@ -123,6 +123,16 @@ pub fn footer<T: ChunkReader>(reader: &T, schema: SchemaRef) -> Result<Footer, R
 }
 
 impl Footer {
+    /// Whether the file's column names are distinct ignoring case: DuckDB resolves names
+    /// without case, so a reader that selects columns by name could take the wrong one.
+    pub fn names_distinct_ignoring_case(&self) -> bool {
+        let mut names: Vec<String> = self.meta.schema().fields().iter().map(|f| f.name().to_lowercase()).collect();
+        let all = names.len();
+        names.sort_unstable();
+        names.dedup();
+        names.len() == all
+    }
+
     pub fn row_groups(&self) -> usize {
         self.meta.metadata().num_row_groups()
     }

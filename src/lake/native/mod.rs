@@ -298,6 +298,32 @@ pub fn in_sequence_order(files: &[DataFileMeta], runs: &[Vec<usize>]) -> Option<
     Some(ranged.into_iter().map(|(_, run)| run).collect())
 }
 
+/// The local data files of `split` when they may be read as they are by any Parquet reader that
+/// selects the table's columns by name (DuckDB's own, for `FROM 'paimon:<dir>'`): the split
+/// routes to `Files`, no file has a deletion vector, and every file's footer holds each column
+/// of `shape` in the table's type, under a name no other column of the file shares ignoring case.
+pub fn plain_files(split: &DataSplit, facts: &Facts, shape: &Shape) -> Option<Vec<String>> {
+    if route(split, facts).0 != Route::Files {
+        return None;
+    }
+    let (schema, _) = shape.read(Merge::No);
+    (0..split.data_files().len())
+        .map(|i| {
+            if split.deletion_file_for_data_file_index(i).is_some() {
+                return None;
+            }
+            let footer = decode::footer(&open_file(split, i).ok()?, schema.clone()).ok()?;
+            footer.names_distinct_ignoring_case().then(|| local_path(split, i))
+        })
+        .collect()
+}
+
+/// File `i` of `split` as a local path.
+fn local_path(split: &DataSplit, i: usize) -> String {
+    let path = split.data_file_path(&split.data_files()[i]);
+    path.strip_prefix("file://").or_else(|| path.strip_prefix("file:")).unwrap_or(&path).to_string()
+}
+
 /// The split paimon-rust reads in place of a native unit refused at open.
 pub fn fallback_split(split: &DataSplit, runs: &[Vec<usize>]) -> paimon::Result<DataSplit> {
     let mut files: Vec<usize> = runs.iter().flatten().copied().collect();
@@ -369,9 +395,8 @@ pub struct Read<'a> {
 }
 
 fn open_file(split: &DataSplit, i: usize) -> Result<std::fs::File, decode::Refusal> {
-    let path = split.data_file_path(&split.data_files()[i]);
-    let local = path.strip_prefix("file://").or_else(|| path.strip_prefix("file:")).unwrap_or(&path);
-    std::fs::File::open(local).map_err(|e| decode::Refusal::Failed(format!("cannot open data file {local}: {e}")))
+    let local = local_path(split, i);
+    std::fs::File::open(&local).map_err(|e| decode::Refusal::Failed(format!("cannot open data file {local}: {e}")))
 }
 
 /// Opens a native unit: every file's footer is read and checked before any row is, so a

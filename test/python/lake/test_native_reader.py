@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 from pypaimon.schema.data_types import AtomicType
 from pypaimon.schema.schema_change import SchemaChange
-from support.lake_util import Warehouse, commit, oracle_partial_update
+from support.lake_util import Warehouse, commit, name, oracle_partial_update, plain_rows, plain_schema
 
 SEEDS = list(range(32))
 ENGINES = ["deduplicate", "partial-update", "first-row", "aggregation"]
@@ -42,12 +42,6 @@ def schema_for(with_extra: bool, partitioned: bool) -> pa.Schema:
     if with_extra:
         fields.append(("note", pa.string()))
     return pa.schema(fields)
-
-
-def name(x: int) -> str:
-    """Text of every length class a string view has: empty, inline (up to 12 bytes, exactly 12)
-    and out of line."""
-    return ["", "twelve bytes", "thirteen byte", f"a name longer than a view holds {x}"][x % 4] if x < 8 else f"n{x}"
 
 
 class Case:
@@ -375,49 +369,6 @@ def test_retractions_merged_by_run_order(tmp_path, ext_path):
     want = canon((k, -k if k % 2 == 0 else k) for k in range(5000) if not (k % 2 == 0 and k % 3 == 0))
     assert got == want
     assert got == canon(con.execute(f"SELECT id, v FROM paimon_scan('{path}', reader := 'paimon-rust')").fetchall())
-
-
-def plain_schema() -> pa.Schema:
-    return pa.schema(
-        [
-            pa.field("id", pa.int64(), nullable=False),
-            ("name", pa.string()),
-            ("qty", pa.int32()),
-            ("price", pa.float64()),
-            ("amount", pa.decimal128(18, 2)),
-            ("big", pa.decimal128(30, 4)),
-            ("day", pa.date32()),
-            ("at", pa.timestamp("us")),
-            ("flag", pa.bool_()),
-            ("raw", pa.binary()),
-        ]
-    )
-
-
-def plain_rows(n: int) -> list[dict]:
-    import datetime
-    import decimal
-
-    r = random.Random(11)
-
-    def maybe(v):
-        return None if r.random() < 0.2 else v
-
-    return [
-        {
-            "id": i,
-            "name": maybe(name(r.randrange(60))),
-            "qty": maybe(r.randrange(-1000, 1000)),
-            "price": maybe(r.uniform(-5, 5)),
-            "amount": maybe(decimal.Decimal(r.randrange(-(10**9), 10**9)) / 100),
-            "big": maybe(decimal.Decimal(r.randrange(-(10**20), 10**20)) / 10000),
-            "day": maybe(datetime.date(2020, 1, 1) + datetime.timedelta(days=r.randrange(2000))),
-            "at": maybe(datetime.datetime(2024, 1, 1) + datetime.timedelta(microseconds=r.randrange(10**12))),
-            "flag": maybe(r.random() < 0.5),
-            "raw": maybe(bytes(r.randrange(256) for _ in range(r.randrange(20)))),
-        }
-        for i in range(n)
-    ]
 
 
 def test_plain_files_of_every_column_type(tmp_path, ext_path):

@@ -1,7 +1,7 @@
 """DuckDB's file sandbox holds after LOADing streamhouse.
 
-Every function that reads files by itself (the lake functions, Paimon sources of
-serving_build / serving_refresh) is driven under each sandbox setting, set after LOAD:
+Every function that reads files by itself (the lake functions, `FROM 'paimon:<dir>'`, Paimon
+sources of serving_build / serving_refresh) is driven under each sandbox setting, set after LOAD:
 `enable_external_access = false` alone, with `allowed_directories`, with `allowed_paths`,
 and with `lock_configuration`. The oracle is DuckDB's own reader: a path streamhouse reads
 must be one `read_parquet` may read too, and a refusal names the setting. File sources
@@ -70,6 +70,7 @@ def lake_calls(path: str) -> list[str]:
     return [
         f"SELECT count(*) FROM paimon_scan({p})",
         f"SELECT count(*) FROM paimon_scan({p}, snapshot := 1)",
+        f"SELECT count(*) FROM {pp}",
         f"SELECT count(*) FROM paimon_snapshots({p})",
         f"SELECT count(*) FROM paimon_changelog({p})",
         f"SELECT fct_rows FROM serving_build({pp})",
@@ -145,7 +146,7 @@ def test_lake_functions_read_inside_allowed_directory(lake, setting):
     nothing), and DuckDB's own reader sees the same rows in the table's data files."""
     con = locked_con(lake, setting)
     got = [con.execute(sql).fetchall() for sql in lake_calls(lake["inside"])]
-    assert got == [[(2,)], [(2,)], [(1,)], [(2,)], [(2,)], [(2,)], [(0,)]], got
+    assert got == [[(2,)], [(2,)], [(2,)], [(1,)], [(2,)], [(2,)], [(2,)], [(0,)]], got
     scanned = con.execute(
         f"SELECT order_id, revenue FROM paimon_scan({sql_literal(lake['inside'])}) ORDER BY 1"
     ).fetchall()

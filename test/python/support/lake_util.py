@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import random
 import sys
 from pathlib import Path
 
@@ -140,3 +141,54 @@ def apply_changelog(rows: list[tuple], key_index: int) -> list[tuple]:
 
 def canon(rows: list[dict], columns: list[str]) -> list[tuple]:
     return sorted(tuple(r[c] for c in columns) for r in rows)
+
+
+def name(x: int) -> str:
+    """Text of every length class a string view has: empty, inline (up to 12 bytes, exactly 12)
+    and out of line."""
+    return ["", "twelve bytes", "thirteen byte", f"a name longer than a view holds {x}"][x % 4] if x < 8 else f"n{x}"
+
+
+def plain_schema() -> pa.Schema:
+    """A column of every type a plain (merge-free) read hands over as it is stored."""
+    return pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            ("name", pa.string()),
+            ("qty", pa.int32()),
+            ("price", pa.float64()),
+            ("amount", pa.decimal128(18, 2)),
+            ("big", pa.decimal128(30, 4)),
+            ("day", pa.date32()),
+            ("at", pa.timestamp("us")),
+            ("flag", pa.bool_()),
+            ("raw", pa.binary()),
+        ]
+    )
+
+
+def plain_rows(n: int) -> list[dict]:
+    """`n` rows of `plain_schema`, keys 0..n-1, a NULL in any other column one time in five."""
+    import datetime
+    import decimal
+
+    r = random.Random(11)
+
+    def maybe(v):
+        return None if r.random() < 0.2 else v
+
+    return [
+        {
+            "id": i,
+            "name": maybe(name(r.randrange(60))),
+            "qty": maybe(r.randrange(-1000, 1000)),
+            "price": maybe(r.uniform(-5, 5)),
+            "amount": maybe(decimal.Decimal(r.randrange(-(10**9), 10**9)) / 100),
+            "big": maybe(decimal.Decimal(r.randrange(-(10**20), 10**20)) / 10000),
+            "day": maybe(datetime.date(2020, 1, 1) + datetime.timedelta(days=r.randrange(2000))),
+            "at": maybe(datetime.datetime(2024, 1, 1) + datetime.timedelta(microseconds=r.randrange(10**12))),
+            "flag": maybe(r.random() < 0.5),
+            "raw": maybe(bytes(r.randrange(256) for _ in range(r.randrange(20)))),
+        }
+        for i in range(n)
+    ]

@@ -1,0 +1,184 @@
+"""`FROM 'paimon:<dir>'` (issue 20): a table whose latest snapshot needs no merge is read by
+DuckDB's own Parquet reader (READ_PARQUET in the plan), any other by paimon_scan (PAIMON_SCAN).
+Either way the rows and column types must be paimon_scan's: the oracles are paimon-rust's reader
+(`reader := 'paimon-rust'`) and the rows written, compared in Python. The plan is asserted in
+every test, so a test of one form cannot silently pass through the other.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+
+import duckdb
+import pyarrow as pa
+import pytest
+from conftest import build, connect, sql_literal
+from support.lake_util import Warehouse, plain_rows, plain_schema
+from support.lake_util import commit as commit_rows
+
+PLAIN = "READ_PARQUET"
+MERGED = "PAIMON_SCAN"
+
+
+def lake(path: str) -> str:
+    return sql_literal("paimon:" + path)
+
+
+def route(con, path: str, sql: str = "SELECT * FROM {t}") -> str:
+    plan = "\n".join(r[1] for r in con.execute("EXPLAIN " + sql.format(t=lake(path))).fetchall())
+    found = {name for name in (PLAIN, MERGED) if name in plan}
+    assert len(found) == 1, plan
+    return found.pop()
+
+
+def rows_of(con, sql: str) -> list:
+    return sorted(con.execute(sql).fetchall(), key=repr)
+
+
+def reference(con, path: str, columns: str = "*") -> list:
+    return rows_of(con, f"SELECT {columns} FROM paimon_scan({sql_literal(path)}, reader := 'paimon-rust')")
+
+
+def types(con, sql: str) -> list:
+    return [(r[0], r[1]) for r in con.execute(f"DESCRIBE {sql}").fetchall()]
+
+
+@pytest.fixture(scope="module")
+def plain_table(tmp_path_factory) -> tuple[str, list[dict]]:
+    """Every column type, one commit into 4 buckets (one sorted run per bucket: a compacted
+    table reads the same), in a directory whose name holds a quote."""
+    wh = Warehouse(tmp_path_factory.mktemp("plain") / "it's")
+    rows = plain_rows(20_000)
+    t = wh.create("t", plain_schema(), ["id"], {"bucket": "4", "merge-engine": "partial-update"})
+    t.commit(rows)
+    return wh.path("t"), rows
+
+
+def test_a_plain_table_is_read_by_duckdbs_parquet_reader(plain_table, con):
+    path, rows = plain_table
+    assert route(con, path) == PLAIN
+    cols = [f.name for f in plain_schema()]
+    sel = ", ".join(f'"{c}"' for c in cols)
+    got = rows_of(con, f"SELECT {sel} FROM {lake(path)}")
+    assert got == reference(con, path, sel) == sorted((tuple(r[c] for c in cols) for r in rows), key=repr)
+    # The column types are paimon_scan's, whatever the Parquet reader would make of the files.
+    assert types(con, f"SELECT * FROM {lake(path)}") == types(con, f"SELECT * FROM paimon_scan({sql_literal(path)})")
+
+
+def test_filters_and_projections_reach_the_parquet_reader(plain_table, con):
+    path, rows = plain_table
+    sql = "SELECT count(*), sum(qty) FROM {t} WHERE id < 5000 AND name IS NOT NULL"
+    assert route(con, path, sql) == PLAIN
+    got = con.execute(sql.format(t=lake(path))).fetchone()
+    kept = [r for r in rows if r["id"] < 5000 and r["name"] is not None]
+    assert got == (len(kept), sum(r["qty"] for r in kept if r["qty"] is not None))
+    plan = "\n".join(r[1] for r in con.execute("EXPLAIN " + sql.format(t=lake(path))).fetchall())
+    assert "id<5000" in plan.replace(" ", ""), plan  # pushed into the scan, not filtered after it
+    assert con.execute(f"SELECT count(*) FROM {lake(path)}").fetchone() == (len(rows),)
+
+
+def test_partitions_and_append_tables_read_plain(tmp_path, con):
+    wh = Warehouse(tmp_path / "wh")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("region", pa.string(), nullable=False)])
+    from pypaimon import Schema
+
+    spec = Schema.from_pyarrow_schema(
+        schema, partition_keys=["region"], primary_keys=["id", "region"], options={"bucket": "2"}
+    )
+    wh.catalog.create_table("db.parts", spec, False)
+    rows = [{"id": i, "region": ["eu", "us", "apac"][i % 3]} for i in range(3000)]
+    commit_rows(wh.catalog.get_table("db.parts"), schema, rows)
+    appended = wh.create("log", schema, None, {"bucket": "-1"})
+    appended.commit(rows[:100])
+    appended.commit(rows[:100])  # an append table keeps both copies
+    for name, want in [("parts", rows), ("log", rows[:100] * 2)]:
+        path = wh.path(name)
+        assert route(con, path) == PLAIN, name
+        got = rows_of(con, f"SELECT id, region FROM {lake(path)}")
+        assert got == reference(con, path, "id, region") == sorted(((r["id"], r["region"]) for r in want), key=repr)
+
+
+def test_a_table_that_needs_a_merge_is_read_by_paimon_scan(tmp_path, con):
+    """Overlapping commits, files of an older schema and a table without snapshots all go to
+    paimon_scan, and give its answer."""
+    wh = Warehouse(tmp_path / "wh")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.int64())])
+    t = wh.create("t", schema, ["id"], {"bucket": "1", "merge-engine": "deduplicate"})
+    t.commit([{"id": i, "v": i} for i in range(100)])
+    path = wh.path("t")
+    assert route(con, path) == PLAIN
+    t.commit([{"id": i, "v": -i} for i in range(50, 150)])
+    assert route(con, path) == MERGED
+    want = sorted([(i, i) for i in range(50)] + [(i, -i) for i in range(50, 150)], key=repr)
+    assert rows_of(con, f"SELECT id, v FROM {lake(path)}") == reference(con, path, "id, v") == want
+    empty = wh.create("empty", schema, ["id"], {"bucket": "1"})
+    assert empty is not None
+    assert route(con, wh.path("empty")) == MERGED
+    assert con.execute(f"SELECT count(*) FROM {lake(wh.path('empty'))}").fetchone() == (0,)
+
+
+def test_bad_paths_get_paimon_scans_errors(tmp_path, con):
+    (tmp_path / "not_paimon").mkdir()
+    for path in [str(tmp_path / "nowhere"), str(tmp_path / "not_paimon"), ""]:
+        with pytest.raises(duckdb.Error) as ours:
+            con.execute(f"SELECT * FROM {lake(path)}").fetchall()
+        with pytest.raises(duckdb.Error) as scans:
+            con.execute(f"SELECT * FROM paimon_scan({sql_literal(path)})").fetchall()
+        # The same error; only DuckDB's pointer into the statement text differs.
+        assert str(ours.value).split("\n")[0] == str(scans.value).split("\n")[0], path
+        assert path in str(ours.value)
+    # A name without the prefix is DuckDB's as before.
+    with pytest.raises(duckdb.CatalogException, match="nowhere_table"):
+        con.execute("SELECT * FROM nowhere_table").fetchall()
+
+
+def test_busy_connections_never_wait_and_never_change_an_answer(plain_table, ext_path):
+    """More statements at once than streamhouse has reader connections (8): a statement that
+    finds none free for a moment is read by paimon_scan instead of waiting longer. Every answer
+    is the same, and none waits forever (the suite's timeout)."""
+    path, rows = plain_table
+    con = connect(":memory:", ext_path)
+    want = (len(rows), sum(r["qty"] for r in rows if r["qty"] is not None))
+    answers, errors = [], []
+
+    def worker():
+        cur = con.cursor()
+        try:
+            for _ in range(5):
+                answers.append(cur.execute(f"SELECT count(*), sum(qty) FROM {lake(path)}").fetchone())
+        except Exception as e:  # collected and asserted below
+            errors.append(e)
+        finally:
+            cur.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert answers == [want] * 60
+    con.close()
+
+
+def test_a_view_over_the_lake_builds_the_serving_layer(tmp_path, con):
+    """The replacement scan runs inside serving_build's own statement on streamhouse's
+    connection (a view resolved there): it must neither wait for that connection nor change
+    the layer's answer."""
+    from support.lake_util import ORDERS
+
+    wh = Warehouse(tmp_path / "wh")
+    rows = [
+        {"order_id": i, "company": f"c{i % 3}", "order_day": datetime.date(2024, 1, 1 + i % 5), "revenue": i}
+        for i in range(500)
+    ]
+    t = wh.create("orders", ORDERS, ["order_id"], {"bucket": "2", "merge-engine": "partial-update"})
+    t.commit(rows)
+    path = wh.path("orders")
+    assert route(con, path) == PLAIN
+    con.execute(f"CREATE VIEW lake_orders AS SELECT * FROM {lake(path)}")
+    build(con, "lake_orders")
+    assert con.execute("SELECT count(*), sum(revenue) FROM fct_orders").fetchone() == (500, sum(range(500)))
+    mart = con.execute("SELECT company, sum(revenue) FROM mart_daily GROUP BY 1 ORDER BY 1").fetchall()
+    assert mart == [(f"c{k}", sum(i for i in range(500) if i % 3 == k)) for k in range(3)]
