@@ -84,7 +84,7 @@ wheel: release
 # DuckDB 1.4.5 too (~1 min each): the same files, four of test_refresh_property's 40 random sequences.
 PYTEST_SUBSET := test/python/serving/test_serving.py test/python/lake/test_lake.py \
 	test/python/lake/test_lake_changelog.py test/python/serving/test_refresh_sources.py \
-	test/python/serving/test_bad_input.py \
+	test/python/serving/test_bad_input.py test/python/lake/test_from_paimon.py \
 	test/python/serving/test_refresh_property.py::test_killer_cases \
 	test/python/serving/test_refresh_property.py::test_failed_refresh_changes_nothing \
 	$(foreach s,0 1 2 3,'test/python/serving/test_refresh_property.py::test_random_refresh_sequences[$(s)]')

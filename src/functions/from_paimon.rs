@@ -18,6 +18,7 @@
 
 use std::ffi::{c_char, c_void, CStr};
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use duckdb::arrow::datatypes::{DataType, Schema, TimeUnit};
 use duckdb::ffi;
@@ -34,13 +35,21 @@ const PREFIX: &str = "paimon:";
 /// The function errors are named after: the fallback reports them as `paimon_scan`.
 const NAME: &str = "paimon_scan";
 
+/// What the callback keeps: the database's connections, and whether DuckDB's Parquet reader
+/// was found there (once found it stays: a function cannot be dropped; looking costs ~25 ms).
+struct Replacement {
+    database: SharedDatabase,
+    parquet: AtomicBool,
+}
+
 /// Registers the replacement scan on `db`, holding a reference to `database` until DuckDB
 /// drops the scan with the database.
 ///
 /// # Safety
 /// `db` must be the live database handle of the LOAD in progress.
 pub unsafe fn register(db: ffi::duckdb_database, database: &SharedDatabase) {
-    let data = Box::into_raw(Box::new(database.clone())).cast::<c_void>();
+    let data = Replacement { database: database.clone(), parquet: AtomicBool::new(false) };
+    let data = Box::into_raw(Box::new(data)).cast::<c_void>();
     // SAFETY: `db` is live (contract); `data` is freed by `drop_data`, once, when DuckDB
     // destroys the scan.
     unsafe { ffi::duckdb_add_replacement_scan(db, Some(replace), data, Some(drop_data)) };
@@ -49,8 +58,8 @@ pub unsafe fn register(db: ffi::duckdb_database, database: &SharedDatabase) {
 /// # Safety
 /// `data` is the pointer `register` handed DuckDB, passed back once.
 unsafe extern "C" fn drop_data(data: *mut c_void) {
-    // SAFETY: per the contract, a `Box<SharedDatabase>` made by `register`.
-    drop(unsafe { Box::from_raw(data.cast::<SharedDatabase>()) });
+    // SAFETY: per the contract, a `Box<Replacement>` made by `register`.
+    drop(unsafe { Box::from_raw(data.cast::<Replacement>()) });
 }
 
 /// DuckDB's callback for a table name it does not know.
@@ -64,10 +73,10 @@ unsafe extern "C" fn replace(info: ffi::duckdb_replacement_scan_info, table_name
     // SAFETY: a NUL-terminated string valid for the call (contract).
     let name = unsafe { CStr::from_ptr(table_name) }.to_string_lossy();
     let Some(path) = name.trim_start().strip_prefix(PREFIX).map(str::trim) else { return };
-    // SAFETY: `data` is `register`'s `Box<SharedDatabase>`, alive as long as the scan is.
-    let database = unsafe { &*data.cast::<SharedDatabase>() };
+    // SAFETY: `data` is `register`'s `Box<Replacement>`, alive as long as the scan is.
+    let replacement = unsafe { &*data.cast::<Replacement>() };
     // A panic anywhere in the decision only means the general reader reads the table.
-    let plain = std::panic::catch_unwind(AssertUnwindSafe(|| plain_read(database, path))).ok().flatten();
+    let plain = std::panic::catch_unwind(AssertUnwindSafe(|| plain_read(replacement, path))).ok().flatten();
     let (function, argument) = match &plain {
         Some(sql) => (c"query", sql.as_str()),
         None => (c"paimon_scan", path),
@@ -84,19 +93,24 @@ unsafe extern "C" fn replace(info: ffi::duckdb_replacement_scan_info, table_name
 
 /// The SQL that reads the table at `path` with DuckDB's Parquet reader, where that gives
 /// exactly `paimon_scan`'s result; None otherwise (see the module doc).
-fn plain_read(database: &SharedDatabase, path: &str) -> Option<String> {
+fn plain_read(replacement: &Replacement, path: &str) -> Option<String> {
     if is_remote(path) {
         return None;
     }
-    let (sandbox, parquet) = database
+    let (sandbox, parquet) = replacement
+        .database
         .session
         .try_read(|conn| {
             let sandbox = Sandbox::query(conn)?;
+            if replacement.parquet.load(Ordering::Relaxed) {
+                return Ok((sandbox, true));
+            }
             let parquet: i64 = conn
                 .query_row("SELECT count(*) FROM duckdb_functions() WHERE function_name = 'read_parquet'", [], |r| {
                     r.get(0)
                 })
                 .map_err(|e| crate::core::error::Error::duckdb("streamhouse: looking for read_parquet", &e))?;
+            replacement.parquet.store(parquet > 0, Ordering::Relaxed);
             Ok((sandbox, parquet > 0))
         })?
         .ok()?;
