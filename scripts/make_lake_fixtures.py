@@ -48,6 +48,20 @@ def main(out: Path) -> None:
     commit(o, orders, [{"order_id": 2, "company": None, "order_day": None, "revenue": 80}])
     commit(o, orders, [{"order_id": 3, "company": None, "order_day": None, "revenue": 200}])
 
+    # The same orders' merged state written once (one sorted run, no merge to do: how a compacted
+    # table reads), in 2 buckets: FROM 'paimon:<dir>' hands it to DuckDB's Parquet reader.
+    once = create_table(catalog, "orders_once", orders, ["order_id"], {"bucket": "2", "merge-engine": "partial-update"})
+    commit(
+        once,
+        orders,
+        [
+            {"order_id": 1, "company": "acme", "order_day": d, "revenue": 100},
+            {"order_id": 2, "company": "acme", "order_day": d, "revenue": 80},
+            {"order_id": 3, "company": "acme", "order_day": d + datetime.timedelta(days=1), "revenue": 200},
+            {"order_id": 4, "company": "O'Reilly", "order_day": d, "revenue": 5},
+        ],
+    )
+
     (out / "not_paimon").mkdir(parents=True)
 
     # DuckDB's sandbox (test/sql/sandbox.test): sandbox/ is the allowed directory. It holds a
