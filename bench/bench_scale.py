@@ -635,13 +635,17 @@ def main():
             crust = rust(ALL_COLUMNS, warehouse=str(ctable.parents[1]))
             measure("c_rust_all", "compacted: pypaimon_rust, every column", crust, every)
     if "threads" in only:
-        ttable, _ = compacted(data, 2)
+        ttable, tfiles = compacted(data, 2)
         tscan = ALL_COLUMNS.format(src=f"paimon_scan({sql_str(str(ttable))})")
         measure("t1_scan_all", "2 buckets, threads = 1: paimon_scan, every column", spec(tscan, threads=1), every)
         measure("t2_scan_all", "2 buckets, threads = 2: paimon_scan, every column", spec(tscan, threads=2), every)
         tfrom = ALL_COLUMNS.format(src=sql_str("paimon:" + str(ttable)))
         measure("t1_from_all", "2 buckets, threads = 1: FROM 'paimon:...', every column", spec(tfrom, threads=1), every)
         measure("t2_from_all", "2 buckets, threads = 2: FROM 'paimon:...', every column", spec(tfrom, threads=2), every)
+        # The floor's own scaling on the same files: what any reader of them can reach.
+        tparquet = ALL_COLUMNS.format(src="read_parquet([" + ", ".join(sql_str(f) for f in tfiles) + "])")
+        measure("t1_parquet_all", "2 buckets, threads = 1: read_parquet, every column", spec(tparquet, threads=1))
+        measure("t2_parquet_all", "2 buckets, threads = 2: read_parquet, every column", spec(tparquet, threads=2))
     s3_note = None
     if "s3" in only:
         proc, endpoint = start_moto()
@@ -736,6 +740,14 @@ def main():
             )
         )
     info = []  # (name, value)
+    if med("t1_parquet_all") and med("t2_parquet_all"):
+        info.append(
+            (
+                "(c) read_parquet's own threads 1 -> 2 speed-up (the ceiling)",
+                f"{ms(med('t1_parquet_all'))} / {ms(med('t2_parquet_all'))} = "
+                f"{med('t1_parquet_all') / med('t2_parquet_all'):.2f}x",
+            )
+        )
     if med("scan_one") and med("parquet_one"):
         info.append(
             (

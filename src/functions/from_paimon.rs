@@ -11,6 +11,10 @@
 //! free connection to read the settings on — becomes `paimon_scan('<dir>')`, which reads it or
 //! says why not in its own words.
 //!
+//! The snapshot is resolved when the statement is bound, as DuckDB's own file readers resolve
+//! their file lists: a prepared statement reads the snapshot it was prepared at until DuckDB
+//! binds it again.
+//!
 //! Invariants: both forms give the rows and column types `paimon_scan` gives; nothing is read
 //! before the sandbox settings allow it (they are read on one of our connections: a replacement
 //! scan is not told the caller's); the callback waits for a free connection only a moment
@@ -152,7 +156,8 @@ fn sql_type(t: &DataType) -> Option<String> {
 
 /// `SELECT` of `schema`'s columns, each cast to its declared type (a no-op DuckDB drops when
 /// the file's type is that type already), from `read_parquet` over `files` — with every option
-/// that could change a value pinned, whatever the session's defaults. None when a column's type
+/// that could change a value pinned, whatever the session's defaults, and named by its schema
+/// (`system.main`) so that a macro of the user's called `read_parquet` cannot stand in for it. None when a column's type
 /// is not one `sql_type` knows, or a path holds a character `read_parquet` would expand as a glob.
 fn read_parquet_sql(schema: &Schema, files: &[String]) -> Option<String> {
     if files.is_empty() || files.iter().any(|f| f.contains(['*', '?', '[', '{'])) {
@@ -168,7 +173,7 @@ fn read_parquet_sql(schema: &Schema, files: &[String]) -> Option<String> {
         .collect::<Option<_>>()?;
     let list: Vec<String> = files.iter().map(|f| quote::literal(f)).collect();
     Some(format!(
-        "SELECT {} FROM read_parquet([{}], binary_as_string := false, hive_partitioning := false, \
+        "SELECT {} FROM system.main.read_parquet([{}], binary_as_string := false, hive_partitioning := false, \
          union_by_name := false)",
         columns.join(", "),
         list.join(", ")
@@ -193,7 +198,7 @@ mod tests {
             sql,
             "SELECT CAST(\"order_id\" AS BIGINT) AS \"order_id\", CAST(\"a \"\"b\"\"\" AS VARCHAR) AS \"a \"\"b\"\"\", \
              CAST(\"tax\" AS DECIMAL(18, 2)) AS \"tax\", CAST(\"at\" AS TIMESTAMP) AS \"at\" \
-             FROM read_parquet(['/w/it''s/f.parquet', '/w/g.parquet'], binary_as_string := false, \
+             FROM system.main.read_parquet(['/w/it''s/f.parquet', '/w/g.parquet'], binary_as_string := false, \
              hive_partitioning := false, union_by_name := false)"
         );
     }

@@ -66,6 +66,13 @@ def test_a_plain_table_is_read_by_duckdbs_parquet_reader(plain_table, con):
     assert types(con, f"SELECT * FROM {lake(path)}") == types(con, f"SELECT * FROM paimon_scan({sql_literal(path)})")
 
 
+def test_a_macro_named_read_parquet_cannot_stand_in(plain_table, con):
+    path, rows = plain_table
+    con.execute("CREATE MACRO read_parquet(x) AS TABLE SELECT 42 AS id")
+    assert route(con, path) == PLAIN
+    assert rows_of(con, f"SELECT id FROM {lake(path)}") == reference(con, path, "id")
+
+
 def test_filters_and_projections_reach_the_parquet_reader(plain_table, con):
     path, rows = plain_table
     sql = "SELECT count(*), sum(qty) FROM {t} WHERE id < 5000 AND name IS NOT NULL"
