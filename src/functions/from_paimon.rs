@@ -7,9 +7,9 @@
 //! Parquet reader over its data files (`read_parquet`, each column cast to the type
 //! `paimon_scan` declares, through `query(...)`): the scan *is* DuckDB's, with its filter
 //! pushdown and row-group parallelism, where a table function of ours could only copy its
-//! output. Anything else — a merge, a refusal, an error, a sandbox that forbids the path, no
-//! free connection to read the settings on — becomes `paimon_scan('<dir>')`, which reads it or
-//! says why not in its own words.
+//! output. Anything else — a merge, a refusal, an error, a locked-down sandbox
+//! (`enable_external_access = false`), no free connection to read the settings on — becomes
+//! `paimon_scan('<dir>')`, which reads it or says why not in its own words.
 //!
 //! The snapshot is resolved when the statement is bound, as DuckDB's own file readers resolve
 //! their file lists: a prepared statement reads the snapshot it was prepared at until DuckDB
@@ -118,7 +118,10 @@ fn plain_read(replacement: &Replacement, path: &str) -> Option<String> {
             Ok((sandbox, parquet > 0))
         })?
         .ok()?;
-    if !parquet {
+    // Under a locked-down sandbox DuckDB's reader would judge the files' resolved paths by its
+    // own rule (DuckDB 1.4 does not follow symlinks in allowed_directories): paimon_scan's
+    // judgement of the table, tested against DuckDB's, is the one that applies.
+    if !parquet || !sandbox.external_access {
         return None;
     }
     let table = LakeTable::open(NAME, path, &Access { sandbox, options: Default::default() }).ok()?;
