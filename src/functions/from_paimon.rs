@@ -18,7 +18,8 @@
 //! Invariants: both forms give the rows and column types `paimon_scan` gives; nothing is read
 //! before the sandbox settings allow it (they are read on one of our connections: a replacement
 //! scan is not told the caller's); the callback waits for a free connection only a moment
-//! (`Session::try_read`: it may run inside a statement of ours) and never unwinds into DuckDB. `EXPLAIN` shows which form a statement took (READ_PARQUET or PAIMON_SCAN).
+//! (`Session::try_read`: it may run inside a statement of ours) and never unwinds into DuckDB.
+//! `EXPLAIN` shows which form a statement took (READ_PARQUET or PAIMON_SCAN).
 
 use std::ffi::{c_char, c_void, CStr};
 use std::panic::AssertUnwindSafe;
