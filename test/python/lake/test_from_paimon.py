@@ -138,6 +138,21 @@ def test_a_table_that_needs_a_merge_is_read_by_paimon_scan(tmp_path, con):
     assert con.execute(f"SELECT count(*) FROM {lake(wh.path('empty'))}").fetchone() == (0,)
 
 
+def test_a_prepared_statement_reads_the_latest_snapshot(tmp_path, con):
+    """EXECUTE binds the statement again, so the table is planned again: a commit after PREPARE
+    (which turns the plain table into one that needs a merge) is seen, merged."""
+    wh = Warehouse(tmp_path / "wh")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.int64())])
+    t = wh.create("t", schema, ["id"], {"bucket": "1", "merge-engine": "deduplicate"})
+    t.commit([{"id": i, "v": i} for i in range(10)])
+    path = wh.path("t")
+    con.execute(f"PREPARE q AS SELECT count(*), sum(v) FROM {lake(path)}")
+    assert con.execute("EXECUTE q").fetchone() == (10, sum(range(10)))
+    t.commit([{"id": i, "v": 100} for i in range(5, 15)])
+    assert route(con, path) == MERGED
+    assert con.execute("EXECUTE q").fetchone() == (15, sum(range(5)) + 100 * 10)
+
+
 def test_bad_paths_get_paimon_scans_errors(tmp_path, con):
     (tmp_path / "not_paimon").mkdir()
     for path in [str(tmp_path / "nowhere"), str(tmp_path / "not_paimon"), ""]:
