@@ -36,6 +36,7 @@ use paimon::table::SchemaManager;
 use paimon::{IncrementalScanMode, Table};
 
 pub mod native;
+mod plain;
 mod write;
 
 pub use write::{NewTable, RowKind};
@@ -857,12 +858,11 @@ impl Scan {
             .collect())
     }
 
-    /// The data files of a read of every column that needs no merge, no deletion vector and no
-    /// conversion (see [`native::plain_files`]): what DuckDB's own Parquet reader may read
-    /// instead. None where any split needs more, for a read narrowed by keys, and for a table
-    /// without files.
-    pub fn plain_files(&self) -> Result<Option<Vec<String>>> {
-        if !self.native || self.remote || self.columns.is_some() || self.filter.is_some() {
+    /// The SQL that has DuckDB's own Parquet reader read this planned read, where that gives
+    /// exactly what the read gives (every split plain: [`native::plain_files`]); None where any
+    /// split needs more, for a read narrowed by keys, and for a table without files.
+    pub fn plain_sql(&self) -> Result<Option<String>> {
+        if !self.native || self.remote || self.filter.is_some() {
             return Ok(None);
         }
         let Some(read) = self.native_read()? else { return Ok(None) };
@@ -873,7 +873,7 @@ impl Scan {
                 None => return Ok(None),
             }
         }
-        Ok((!files.is_empty()).then_some(files))
+        Ok(plain::read_parquet_sql(&read.shape.outputs, &files))
     }
 
     /// The read cut into units any thread may take (see [`Units`]).

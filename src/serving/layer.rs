@@ -295,6 +295,21 @@ fn resolve_lake(
         }
     };
     let snapshot = scan.snapshot;
+    // A full build of a snapshot that needs no merge loads through DuckDB's own Parquet reader
+    // (`lake::Scan::plain_sql`). Not under a locked-down sandbox: DuckDB's reader would judge
+    // the files' resolved paths by its own rule, where the table was checked by ours.
+    if since.is_none() && access.sandbox.external_access {
+        if let Some(sql) = scan.plain_sql()? {
+            return Ok(ResolvedSource {
+                raw: raw.into(),
+                relation: format!("({sql})"),
+                columns,
+                lake_snapshot: snapshot,
+                read: None,
+                any_order: false,
+            });
+        }
+    }
     // The read projects exactly the wanted columns, in that order; DuckDB's threads read it
     // where a statement scans the parcel (no copy of the rows before the load).
     let read_schema =

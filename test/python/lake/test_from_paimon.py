@@ -197,10 +197,9 @@ def test_busy_connections_never_wait_and_never_change_an_answer(plain_table, ext
     con.close()
 
 
-def test_a_view_over_the_lake_builds_the_serving_layer(tmp_path, con):
-    """The replacement scan runs inside serving_build's own statement on streamhouse's
-    connection (a view resolved there): it must neither wait for that connection nor change
-    the layer's answer."""
+def orders_table(tmp_path):
+    """500 orders of 3 companies over 5 days, written once into a 2-bucket partial-update table
+    at tmp_path/wh (db.orders); the table and the rows."""
     from support.lake_util import ORDERS
 
     wh = Warehouse(tmp_path / "wh")
@@ -210,10 +209,47 @@ def test_a_view_over_the_lake_builds_the_serving_layer(tmp_path, con):
     ]
     t = wh.create("orders", ORDERS, ["order_id"], {"bucket": "2", "merge-engine": "partial-update"})
     t.commit(rows)
-    path = wh.path("orders")
+    return t, rows
+
+
+def test_a_view_over_the_lake_builds_the_serving_layer(tmp_path, con):
+    """The replacement scan runs inside serving_build's own statement on streamhouse's
+    connection (a view resolved there): it must neither wait for that connection nor change
+    the layer's answer."""
+    _, rows = orders_table(tmp_path)
+    path = Warehouse(tmp_path / "wh").path("orders")
     assert route(con, path) == PLAIN
     con.execute(f"CREATE VIEW lake_orders AS SELECT * FROM {lake(path)}")
     build(con, "lake_orders")
-    assert con.execute("SELECT count(*), sum(revenue) FROM fct_orders").fetchone() == (500, sum(range(500)))
+    revenue = sum(r["revenue"] for r in rows)
+    assert con.execute("SELECT count(*), sum(revenue) FROM fct_orders").fetchone() == (len(rows), revenue)
     mart = con.execute("SELECT company, sum(revenue) FROM mart_daily GROUP BY 1 ORDER BY 1").fetchall()
-    assert mart == [(f"c{k}", sum(i for i in range(500) if i % 3 == k)) for k in range(3)]
+    companies = sorted({r["company"] for r in rows})
+    assert mart == [(c, sum(r["revenue"] for r in rows if r["company"] == c)) for c in companies]
+
+
+def test_a_build_from_a_plain_table_loads_through_the_parquet_reader(tmp_path, con):
+    """serving_build('paimon:<dir>') of a snapshot that needs no merge loads with DuckDB's own
+    Parquet reader (the statements it ran, from DuckDB's query log, name read_parquet); one that
+    needs a merge does not. Both layers equal the oracle computed here from the rows written."""
+    t, rows = orders_table(tmp_path)
+    wh = Warehouse(tmp_path / "wh")
+    fixes = [{"order_id": i, "company": None, "order_day": None, "revenue": 1000 + i} for i in range(0, 500, 7)]
+    con.execute("CALL enable_logging('QueryLog')")
+    for commits, plain in [(1, True), (2, False)]:
+        if commits == 2:
+            t.commit(fixes)
+        con.execute("CALL truncate_duckdb_logs()")
+        build(con, "paimon:" + wh.path("orders"))
+        logged = [r[0] for r in con.execute("SELECT message FROM duckdb_logs WHERE type = 'QueryLog'").fetchall()]
+        assert any("read_parquet" in m for m in logged) == plain, (commits, logged)
+        revenue = {r["order_id"]: r["revenue"] for r in rows}
+        if commits == 2:
+            revenue.update({f["order_id"]: f["revenue"] for f in fixes})
+        mart: dict = {}
+        for r in rows:
+            key = (r["company"], r["order_day"])
+            mart[key] = mart.get(key, 0) + revenue[r["order_id"]]
+        assert con.execute("SELECT count(*), sum(revenue) FROM fct_orders").fetchone() == (500, sum(revenue.values()))
+        got = con.execute("SELECT company, order_day, revenue FROM mart_daily ORDER BY ALL").fetchall()
+        assert got == sorted((c, d, v) for (c, d), v in mart.items())
