@@ -607,6 +607,7 @@ impl LakeTable {
                 place: self.place.clone(),
                 remote: self.remote,
                 native: true,
+                external_access: self.sandbox.external_access,
             });
         };
         let filter = keys.and_then(|(key, keys)| self.key_filter(key, keys));
@@ -641,6 +642,7 @@ impl LakeTable {
             place: self.place.clone(),
             remote: self.remote,
             native: true,
+            external_access: self.sandbox.external_access,
         })
     }
 
@@ -754,6 +756,8 @@ pub struct Scan {
     remote: bool,
     /// Whether splits the native path can read are read by it (else all by paimon-rust).
     native: bool,
+    /// DuckDB's `enable_external_access` when the table was opened (see `plain_sql`).
+    external_access: bool,
 }
 
 /// How one split of a planned read is read (`paimon_read_plan`).
@@ -860,9 +864,12 @@ impl Scan {
 
     /// The SQL that has DuckDB's own Parquet reader read this planned read, where that gives
     /// exactly what the read gives (every split plain: [`native::plain_files`]); None where any
-    /// split needs more, for a read narrowed by keys, and for a table without files.
+    /// split needs more, for a read narrowed by keys, for a table without files, and under a
+    /// locked-down sandbox: DuckDB's reader would judge the files' resolved paths by its own
+    /// rule (DuckDB 1.4 does not follow symlinks in allowed_directories), where the table was
+    /// checked by ours, which is tested against DuckDB's.
     pub fn plain_sql(&self) -> Result<Option<String>> {
-        if !self.native || self.remote || self.filter.is_some() {
+        if !self.native || self.remote || self.filter.is_some() || !self.external_access {
             return Ok(None);
         }
         let Some(read) = self.native_read()? else { return Ok(None) };

@@ -33,11 +33,12 @@ fn sql_type(t: &DataType) -> Option<String> {
     )
 }
 
-/// `SELECT` of `fields`, each cast to its declared type (a no-op DuckDB drops when
-/// the file's type is that type already), from `read_parquet` over `files` — with every option
-/// that could change a value pinned, whatever the session's defaults, and named by its schema
-/// (`system.main`) so that a macro of the user's called `read_parquet` cannot stand in for it. None when a column's type
-/// is not one `sql_type` knows, or a path holds a character `read_parquet` would expand as a glob.
+/// `SELECT` of `fields`, each cast to its declared type (a no-op DuckDB drops when the file's
+/// type is that type already), from `read_parquet` over `files` — with every option that could
+/// change a value pinned, whatever the session's defaults, and named by its schema
+/// (`system.main`) so that a macro of the user's called `read_parquet` cannot stand in for it.
+/// None when a column's type is not one `sql_type` knows, or a path holds a character
+/// `read_parquet` would expand as a glob.
 pub fn read_parquet_sql(fields: &[Field], files: &[String]) -> Option<String> {
     if files.is_empty() || files.iter().any(|f| f.contains(['*', '?', '[', '{'])) {
         return None;

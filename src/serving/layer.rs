@@ -296,9 +296,8 @@ fn resolve_lake(
     };
     let snapshot = scan.snapshot;
     // A full build of a snapshot that needs no merge loads through DuckDB's own Parquet reader
-    // (`lake::Scan::plain_sql`). Not under a locked-down sandbox: DuckDB's reader would judge
-    // the files' resolved paths by its own rule, where the table was checked by ours.
-    if since.is_none() && access.sandbox.external_access {
+    // (`lake::Scan::plain_sql`).
+    if since.is_none() {
         if let Some(sql) = scan.plain_sql()? {
             return Ok(ResolvedSource {
                 raw: raw.into(),
