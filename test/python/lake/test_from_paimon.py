@@ -132,8 +132,7 @@ def test_a_table_that_needs_a_merge_is_read_by_paimon_scan(tmp_path, con):
     assert route(con, path) == MERGED
     want = sorted([(i, i) for i in range(50)] + [(i, -i) for i in range(50, 150)], key=repr)
     assert rows_of(con, f"SELECT id, v FROM {lake(path)}") == reference(con, path, "id, v") == want
-    empty = wh.create("empty", schema, ["id"], {"bucket": "1"})
-    assert empty is not None
+    wh.create("empty", schema, ["id"], {"bucket": "1"})  # created, never committed to
     assert route(con, wh.path("empty")) == MERGED
     assert con.execute(f"SELECT count(*) FROM {lake(wh.path('empty'))}").fetchone() == (0,)
 
@@ -162,7 +161,7 @@ def test_bad_paths_get_paimon_scans_errors(tmp_path, con):
             con.execute(f"SELECT * FROM paimon_scan({sql_literal(path)})").fetchall()
         # The same error; only DuckDB's pointer into the statement text differs.
         assert str(ours.value).split("\n")[0] == str(scans.value).split("\n")[0], path
-        assert path in str(ours.value)
+        assert not path or path in str(ours.value)  # the empty path: the message names no path
     # A name without the prefix is DuckDB's as before.
     with pytest.raises(duckdb.CatalogException, match="nowhere_table"):
         con.execute("SELECT * FROM nowhere_table").fetchall()
