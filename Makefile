@@ -21,7 +21,7 @@ PY := $(VENV)/bin/python
 # Node lifecycle tests: @duckdb/node-api at the exact version in test/node/package-lock.json.
 NODE_STAMP := test/node/node_modules/.installed
 
-.PHONY: all release release-1.4 debug venv node-deps test unit sqllogictest pytest demo bench bench-strict clean fuzz wheel lint
+.PHONY: all release release-1.4 debug venv node-deps test unit sqllogictest pytest demo bench bench-strict clean fuzz wheel lint jvm fluss-up fluss-down
 all: release
 
 release:
@@ -60,6 +60,27 @@ $(NODE_STAMP): test/node/package.json test/node/package-lock.json
 	cd test/node && npm install --no-save --no-audit --no-fund
 	touch $@
 
+# The JVM side, from jvm/pom.xml (the one pinned JVM build file; Java 17 + Maven): each class path it
+# defines is copied into build/jvm/<id>/, from Maven Central into build/m2 (once; later runs need no
+# network). The stamp makes a second `make jvm` instant until the pom changes.
+JVM_CLASSPATHS := fluss-server lake-plugin tiering
+JVM_STAMP := build/jvm/.resolved
+MVN := mvn -q -B -Dstyle.color=never -f jvm/pom.xml -Dmaven.repo.local=$(CURDIR)/build/m2
+
+jvm: $(JVM_STAMP)
+
+$(JVM_STAMP): jvm/pom.xml
+	rm -rf build/jvm
+	$(foreach id,$(JVM_CLASSPATHS),$(MVN) -P$(id) package &&) touch $@
+
+# A local Fluss cluster (scripts/fluss_cluster.py): ZooKeeper, coordinator, one tablet server and the
+# lake tiering service into a Paimon warehouse, on 127.0.0.1; state, logs and data in build/fluss.
+fluss-up: jvm
+	python3 scripts/fluss_cluster.py up build/fluss
+
+fluss-down:
+	python3 scripts/fluss_cluster.py down build/fluss
+
 unit:
 	cargo test --release --locked
 
@@ -92,7 +113,7 @@ PYTEST_SUBSET := test/python/serving/test_serving.py test/python/lake/test_lake.
 # duckdb-rs 1.4's callback glue: its subset adds the sandbox tests and the hostile-argument fuzz.
 PYTEST14 := $(PYTEST_SUBSET) test/python/lake/test_sandbox.py test/python/fuzz/test_fuzz.py
 
-pytest: release release-1.4 venv node-deps wheel
+pytest: release release-1.4 venv node-deps wheel jvm
 	$(PY) -m pytest -q test/python
 	$(VENV15)/bin/python -m pytest -q $(PYTEST_SUBSET)
 	STREAMHOUSE_EXTENSION=$(CURDIR)/$(EXT14) $(VENV14)/bin/python -m pytest -q $(PYTEST14)

@@ -18,6 +18,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
+# The session's local Fluss cluster, the fixture `fluss_cluster` (test/python/fluss_tiering).
+pytest_plugins = ["support.fluss_util"]
+
 ROOT = Path(__file__).resolve().parents[2]
 # The Node side of the binding and lifecycle tests (@duckdb/node-api pinned by its package-lock).
 NODE_DIR = ROOT / "test" / "node"
