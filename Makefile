@@ -154,6 +154,6 @@ fuzz: release venv
 	FUZZ_SEED=$$seed FUZZ_CASES=$${FUZZ_CASES:-10000} FUZZ_THREADS=$${FUZZ_THREADS:-0} \
 	FUZZ_TEST_TIMEOUT=$${FUZZ_TEST_TIMEOUT:-14400} $(PY) -m pytest -q -s test/python/fuzz/test_fuzz.py
 
-clean:
+clean: fluss-down
 	cargo clean
 	rm -rf build $(VENV) $(VENV15) $(foreach v,$(MATRIX),.venv-duckdb-$(v)) $(VENVCLI14) test/node/node_modules

@@ -77,6 +77,8 @@ MAIN = {
     # at start by the JDK's single-file source launcher.
     "tiering": str(ROOT / "jvm" / "LoopbackTiering.java"),
 }
+# The processes this one started (kept so that none is reported as "still running" when collected).
+_CHILDREN: list[subprocess.Popen] = []
 # The tiering job's source task is running: from here on it asks the coordinator for tables to tier.
 TIERING_RUNNING = re.compile(r"TieringSource.* switched from INITIALIZING to RUNNING")
 
@@ -149,7 +151,8 @@ def _write_config(directory: Path, ports: dict) -> None:
 
 
 def _command(directory: Path, role: str, ports: dict) -> list[str]:
-    java = shutil.which("java", path=os.path.join(os.environ.get("JAVA_HOME", ""), "bin")) or shutil.which("java")
+    java_home = os.environ.get("JAVA_HOME")
+    java = (java_home and shutil.which("java", path=os.path.join(java_home, "bin"))) or shutil.which("java")
     if java is None:
         raise ClusterError("`java` is not on PATH (Java 17 is needed for the Fluss cluster)")
     jars = "fluss-server" if role != "tiering" else "tiering"
@@ -272,6 +275,7 @@ def start(directory: Path | str = DEFAULT_DIR, timeout: float = 120, die_with_pa
                 start_new_session=True,
                 preexec_fn=_die_with_parent if die_with_parent else None,
             )
+        _CHILDREN.append(proc)
         state["pids"][role] = proc.pid
         _save(directory, state)
         return proc.pid
