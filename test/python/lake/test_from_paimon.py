@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import datetime
 import threading
+import time
 
 import duckdb
 import pyarrow as pa
 import pytest
 from conftest import build, connect, sql_literal
+from support.http_stub import HttpStub
 from support.lake_util import Warehouse, plain_rows, plain_schema
 from support.lake_util import commit as commit_rows
 
@@ -193,6 +195,79 @@ def test_busy_connections_never_wait_and_never_change_an_answer(plain_table, ext
         t.join(60)
     assert not errors, errors
     assert answers == [want] * 60
+    con.close()
+
+
+# streamhouse's reader connections per database (src/host/session.rs, READERS).
+READERS = 8
+LTS = duckdb.__version__.startswith("1.4.")
+
+
+def test_with_every_reader_connection_busy_the_read_falls_back_to_paimon_scan(plain_table, ext_path, tmp_path):
+    """The fallback itself, made to happen: all 8 reader connections are held by serving_olap
+    calls whose lake fact lives on an endpoint that holds every request unanswered (a reader
+    function keeps its connection while it reads). A plain table named in FROM is then planned
+    by paimon_scan after a moment's wait (not READ_PARQUET, and not a wait for a connection) with
+    the same answer; once the endpoint answers, the calls fail by name and the plain route is
+    back (the control)."""
+    path, rows = plain_table
+    want = (len(rows), sum(r["qty"] for r in rows if r["qty"] is not None))
+    con = connect(":memory:", ext_path)
+    con.execute("CREATE TABLE o AS SELECT 1::BIGINT AS order_id, 'acme' AS company, DATE '2026-01-01' AS order_day, "
+                "5::BIGINT AS revenue")  # fmt: skip
+    build(con, "o")
+    assert route(con, path) == PLAIN  # the control before
+    fact = "paimon:s3://lake/wh/db.db/orders"
+    errors: list = []
+    with HttpStub("hold") as stub:
+        options = {
+            "s3.endpoint": f"http://127.0.0.1:{stub.port}",
+            "s3.access-key": "k",
+            "s3.secret-key": "secret-key",
+            "s3.region": "us-east-1",
+            "s3.path-style-access": "true",
+        }
+        opts = {"key": list(options), "value": list(options.values())}
+
+        def hold_a_reader():
+            cur = con.cursor()
+            try:
+                cur.execute(
+                    "SELECT * FROM serving_olap('acme', fact := $1, options := $2::MAP(VARCHAR, VARCHAR))", [fact, opts]
+                ).fetchall()
+            except duckdb.Error as e:
+                errors.append(str(e))
+            finally:
+                cur.close()
+
+        threads = [threading.Thread(target=hold_a_reader) for _ in range(READERS)]
+        for t in threads:
+            t.start()
+        # DuckDB 1.4's artifact reads the sandbox settings on a reader connection at paimon_scan's
+        # bind (src/functions/glue/settings.rs), so there the fallback waits for a reader: the
+        # endpoint lets go after 3 s. Elsewhere after 30 s, only so that nothing can hang.
+        safety = threading.Timer(3.0 if LTS else 30.0, stub.release)
+        safety.start()
+        try:
+            deadline = time.monotonic() + 30
+            while stub.accepted < READERS and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert stub.accepted >= READERS, f"only {stub.accepted} of {READERS} readers reached the endpoint"
+            started = time.monotonic()
+            assert route(con, path) == MERGED, "with no reader connection free the read still went to READ_PARQUET"
+            waited = time.monotonic() - started
+            if not LTS:
+                assert 0.2 <= waited < 10, f"the fallback took {waited:.2f} s: expected one short wait (250 ms)"
+            assert con.execute(f"SELECT count(*), sum(qty) FROM {lake(path)}").fetchone() == want
+        finally:
+            safety.cancel()
+            stub.release()
+            for t in threads:
+                t.join(60)
+    assert not any(t.is_alive() for t in threads), "a held serving_olap call never returned"
+    assert len(errors) == READERS, errors
+    assert all("serving_olap" in e and "s3://lake/wh/db.db/orders" in e for e in errors), errors
+    assert route(con, path) == PLAIN  # the control after: connections free, the plain route again
     con.close()
 
 

@@ -283,6 +283,37 @@ def test_reader_parameter_and_read_plan_refuse_bad_input(tmp_path, ext_path):
     assert all(f >= r >= 1 for _, f, r in plan)
 
 
+def test_read_plan_lists_the_splits_pypaimon_plans(tmp_path, ext_path):
+    """paimon_read_plan against pypaimon's own plan of the same snapshot (the oracle): one row per
+    split with its bucket, bucket directory (relative) and number of files; every file pypaimon
+    writes is a level-0 file, so each is a sorted run of its own; one file is read as `native
+    files`, several as `native merge`, their runs' sequence ranges disjoint (each commit's after
+    the last)."""
+    wh = Warehouse(tmp_path / "wh")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.int64())])
+    t = wh.create("t", schema, ["id"], {"bucket": "3", "merge-engine": "deduplicate"})
+    t.commit([{"id": i, "v": i} for i in range(300)])
+    t.commit([{"id": i, "v": -i} for i in range(0, 300, 2)])
+    path = wh.path("t")
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{ext_path}'")
+    sql = "SELECT bucket, bucket_path, files, sorted_runs, reader, reason FROM paimon_read_plan(?{}) ORDER BY bucket"
+    for snapshot in (1, 2, None):
+        table = t.table.copy({"scan.snapshot-id": str(snapshot)}) if snapshot else t.table
+        want = sorted((s.bucket, len(s.files)) for s in table.new_read_builder().new_scan().plan().splits() if s.files)
+        got = con.execute(sql.format(", snapshot := ?" if snapshot else ""), [path, *[snapshot][: bool(snapshot)]])
+        rows = got.fetchall()
+        assert [(b, f) for b, _p, f, *_ in rows] == want, (snapshot, rows)
+        for bucket, bucket_path, files, runs, reader, reason in rows:
+            assert bucket_path == f"bucket-{bucket}", bucket_path  # relative to the table (no partitions here)
+            assert runs == files, (snapshot, rows)
+            if files == 1:
+                assert reader == "native files", (snapshot, rows)
+            else:
+                assert reader == "native merge" and "versions ordered by their run" in reason, (snapshot, rows)
+    assert {f for _b, f in want} == {2}, want  # the latest snapshot: two runs in every bucket
+
+
 def test_row_groups_handed_on_are_never_lost(tmp_path, ext_path):
     """A file of many row groups is opened by one thread, which hands its other row groups on as
     units, while other threads finish a tiny split and ask for more: every row group is read

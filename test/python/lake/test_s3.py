@@ -36,6 +36,7 @@ import pyarrow as pa
 import pytest
 from conftest import connect, gen_rows, oracle, oracle_summary, sql_literal
 from pypaimon import CatalogFactory
+from support.http_stub import HttpStub
 from support.lake_util import ORDERS, LakeTable, canon, create_table, read_mart
 
 # The S3 server runs as its own process, from its file.
@@ -474,6 +475,66 @@ def test_a_failing_follower_on_s3_leaks_nothing(s3):
     assert_no_secret(repr(unfollowed), s3, "serving_unfollow")
 
 
+ALLOW_ALL = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
+
+
+def test_a_follower_whose_credentials_are_revoked_fails_on_storage_then_recovers(s3):
+    """The storage error of a running follower: its key loses every permission (the IAM user's
+    policy deleted on the server) while it follows. The next apply is refused by the storage with
+    403 — last_error says access was denied and names the table, the state is 'failing', nothing
+    is applied and no credential shows; once the permission is back the follower catches up."""
+    rows, companies = gen_rows(seed=35, n_rows=300, n_companies=4, n_days=6)
+    t = orders_table(s3, "orders_revoked", rows)
+    iam = boto3.client(
+        "iam",
+        endpoint_url=s3.endpoint,
+        region_name=s3.region,
+        aws_access_key_id=s3.access_key,
+        aws_secret_access_key=s3.secret_key,
+    )
+    iam.create_user(UserName="follower")
+    iam.put_user_policy(UserName="follower", PolicyName="all", PolicyDocument=ALLOW_ALL)
+    key = iam.create_access_key(UserName="follower")["AccessKey"]
+    opts = s3.options(**{"s3.access-key": key["AccessKeyId"], "s3.secret-key": key["SecretAccessKey"]})
+    keys = {"the follower's secret key": key["SecretAccessKey"], "the follower's access key": key["AccessKeyId"]}
+    path = s3.path("orders_revoked")
+    rng = random.Random(9)
+
+    def commit_changes() -> None:
+        t.commit(
+            [
+                dict(zip(ORDER_COLS, (oid, rng.choice(companies), d, rng.randint(-99, 99)), strict=True))
+                for oid, _c, d, _r in rng.sample(rows, 30)
+            ]
+        )
+
+    con = connect()
+    build_s3(con, s3, "orders_revoked", opts)
+    follow_s3(con, s3, "orders_revoked", opts)
+    try:
+        commit_changes()  # the control: with the permission, the follower applies
+        wait_for(con, lambda st: st["lake_snapshot"] == 2, "the follower to apply snapshot 2")
+        before = served(con)
+        iam.delete_user_policy(UserName="follower", PolicyName="all")
+        commit_changes()
+        st = wait_for(con, lambda st: st["last_error"] is not None, "the follower's storage error", timeout=30)
+        assert st["state"] == "failing" and st["lake_snapshot"] == 2, st
+        assert path in st["last_error"], st["last_error"]
+        assert "access denied: check s3.access-key and s3.secret-key" in st["last_error"], st["last_error"]
+        assert served(con) == before, "a refused apply changed the serving layer"
+        text = status_and_meta_text(con)
+        assert_no_secret(text, s3, "serving_status/serving_meta of a follower refused by the storage")
+        assert not [what for what, secret in keys.items() if secret in text], text
+        iam.put_user_policy(UserName="follower", PolicyName="all", PolicyDocument=ALLOW_ALL)
+        st = wait_for(con, lambda st: st["lake_snapshot"] == 3, "the follower to catch up", timeout=60)
+        assert st["state"] == "following", st
+        assert_dashboards(con, merged_orders(t))
+    finally:
+        unfollowed = con.execute("SELECT * FROM serving_unfollow()").fetchall()
+    assert not [what for what, secret in keys.items() if secret in repr(unfollowed)], unfollowed
+    assert_no_secret(repr(unfollowed), s3, "serving_unfollow")
+
+
 # --- credentials from the standard AWS environment variables ---------------------------------
 
 CHILD = r"""
@@ -625,13 +686,32 @@ def test_odd_options_never_echo_a_secret(s3, accounts, case):
         pytest.fail(f"{case}: a wrong secret was accepted")
 
 
-def test_a_password_in_the_endpoint_url_is_not_echoed(s3, accounts):
-    """Beyond the option keys: `http://user:password@host` is a credential too (some S3 tools take
-    it); an error that quotes the endpoint URL must not carry its user info."""
-    opts = s3.options(**{"s3.endpoint": f"http://key:{WRONG_SECRET}@127.0.0.1:{closed_port()}"})
-    with pytest.raises(duckdb.Error) as e:
-        q(connect(), "SELECT count(*) FROM paimon_scan({args})", s3.path("accounts"), opts)
-    assert_no_secret(str(e.value), s3, "the error")
+# case: (the endpoint, with {port} and {secret}; how the error must quote it; what must not show).
+# `http://user:password@host` is a credential too (some S3 tools take it), and so is a query
+# string (`?token=...`).
+ENDPOINT_CREDENTIALS = {
+    "user_info": ("http://key:{secret}@127.0.0.1:{port}", "http://***@127.0.0.1:{port}/", "key:"),
+    "query_token": ("http://127.0.0.1:{port}/?token={secret}", "http://127.0.0.1:{port}/?***", "token="),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ENDPOINT_CREDENTIALS))
+def test_a_credential_in_the_endpoint_url_is_not_echoed(s3, accounts, case):
+    """An error that quotes the endpoint URL must not carry a credential in it. The endpoint
+    answers HTTP 500, an error passed on with the URL it was asked at: the host and port are
+    quoted, the credential masked."""
+    endpoint, quoted, hidden = ENDPOINT_CREDENTIALS[case]
+    with HttpStub("500") as stub:
+        opts = s3.options(**{"s3.endpoint": endpoint.format(secret=WRONG_SECRET, port=stub.port)})
+        with pytest.raises(duckdb.Error) as e:
+            q(connect(), "SELECT count(*) FROM paimon_scan({args})", s3.path("accounts"), opts)
+    msg = str(e.value)
+    assert stub.requests, f"the endpoint was never asked, so the error quotes no URL: {msg}"
+    assert quoted.format(port=stub.port) in msg, f"the endpoint is not quoted with its credential masked: {msg}"
+    assert hidden not in msg, msg
+    assert_no_secret(msg, s3, "the error")
+    if case == "query_token":  # the URL asked (and quoted) held the token: only the scrubbing hides it
+        assert any(WRONG_SECRET in r for r in stub.requests), stub.requests
 
 
 # case: streamhouse's own words for it (none of them is in opendal's or the server's raw text, so
@@ -654,16 +734,6 @@ def test_errors_say_what_is_wrong(s3, orders, case):
     ours = said.split("\n\nLINE ")[0]  # DuckDB appends the statement's position to a bind error
     raw = ("Backtrace", "request_id", "S3Error", "\n", "=>")
     assert not any(r in ours for r in raw), f"{case}: raw storage context in the message: {ours}"
-
-
-def test_a_token_in_the_endpoint_query_string_is_not_echoed(s3, accounts):
-    """An endpoint URL may carry a credential in its query string (`?token=...`): scrubbed from
-    every message like user info."""
-    opts = s3.options(**{"s3.endpoint": f"http://127.0.0.1:{closed_port()}/?token={WRONG_SECRET}"})
-    with pytest.raises(duckdb.Error) as e:
-        q(connect(), "SELECT count(*) FROM paimon_scan({args})", s3.path("accounts"), opts)
-    assert WRONG_SECRET not in str(e.value), str(e.value)
-    assert_no_secret(str(e.value), s3, "the error")
 
 
 # --- DuckDB's sandbox refuses remote paths ---------------------------------------------------

@@ -11,13 +11,15 @@ must be one `read_parquet` may read too, and a refusal names the setting. File s
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 import pytest
 from conftest import build, connect, sql_literal, table_exists
-from support.lake_util import commit, create_table, open_warehouse
+from support.lake_util import Warehouse, commit, create_table, open_warehouse
+from support.live_util import assert_serves, create_orders, merged_after, random_lake_commits, status_dict, wait_for
 
 SCHEMA = pa.schema(
     [
@@ -32,6 +34,8 @@ ROWS = [
     {"order_id": 2, "company": "acme", "order_day": pa.scalar(20001, pa.date32()).as_py(), "revenue": 20},
 ]
 DENIED = "enable_external_access = false"
+# DuckDB's refusal of a SET once lock_configuration is on (1.4 to 2.0).
+LOCKED = r'Cannot change configuration option "{option}" - the configuration has been locked'
 
 
 @pytest.fixture(scope="module")
@@ -181,8 +185,13 @@ def test_file_sources_get_duckdbs_own_refusal(lake):
 
 def test_lock_configuration_keeps_the_lock(lake):
     con = locked_con(lake, "lock_configuration")
-    with pytest.raises(duckdb.Error):
+    before = con.execute("SELECT current_setting('allowed_directories')").fetchone()
+    # DuckDB's own refusal of the SET, word for word: any other error would not show the lock.
+    with pytest.raises(duckdb.Error, match=LOCKED.format(option="allowed_directories")):
         con.execute(f"SET allowed_directories = [{sql_literal(str(lake['root']))}]")
+    with pytest.raises(duckdb.Error, match=LOCKED.format(option="enable_external_access")):
+        con.execute("SET enable_external_access = true")
+    assert con.execute("SELECT current_setting('allowed_directories')").fetchone() == before
     with pytest.raises(duckdb.Error, match=DENIED):
         con.execute(f"SELECT count(*) FROM paimon_scan({sql_literal(lake['outside'])})").fetchall()
     con.close()
@@ -311,3 +320,109 @@ def test_allowed_paths_never_open_a_remote_table_directory():
         with pytest.raises(duckdb.Error, match=DENIED):
             con.execute(f"SELECT * FROM paimon_snapshots({sql_literal(path)})").fetchall()
     con.close()
+
+
+# --- serving_follow under the sandbox ---------------------------------------------------------
+
+
+def follow_lake(tmp_path) -> dict:
+    """allowed/ and outside/ warehouses (own tables: these tests commit), a deduplicate orders
+    table in each with one commit, and the oracle's commits so far."""
+    out = {"allowed": tmp_path / "allowed", "commits": {}}
+    for area in ["allowed", "outside"]:
+        wh = Warehouse(tmp_path / area)
+        table = create_orders(wh, "orders", "deduplicate")
+        commits = random_lake_commits(random.Random(area), "deduplicate", 3, first=40)
+        table.commit(commits[0])
+        out[area + "_table"], out[area + "_path"], out[area + "_commits"] = table, wh.path("orders"), commits
+    return out
+
+
+def follow(con, path: str, **named) -> list:
+    extra = "".join(f", {k} := {sql_literal(v)}" for k, v in named.items())
+    return con.execute(
+        f"SELECT * FROM serving_follow({sql_literal('paimon:' + path)}, every := INTERVAL '20 ms'{extra})"
+    ).fetchall()
+
+
+def following(tmp_path, area: str) -> tuple:
+    """follow_lake's table in `area`, a layer built from it and following it: (lake, table, path,
+    commits, con)."""
+    lake = follow_lake(tmp_path)
+    table, path, commits = lake[area + "_table"], lake[area + "_path"], lake[area + "_commits"]
+    con = connect()
+    build(con, "paimon:" + path)
+    follow(con, path)
+    return lake, table, path, commits, con
+
+
+def lock_down(con, allowed: Path) -> None:
+    con.execute(f"SET allowed_directories = [{sql_literal(str(allowed))}]")
+    con.execute("SET enable_external_access = false")
+
+
+def test_a_follower_obeys_a_lock_down_set_after_it_started(tmp_path):
+    """The follower reads the settings at every apply: once external access is off (the table
+    outside every allowed directory), an apply is refused by the sandbox — last_error names the
+    setting and the table, the state is 'failing', nothing is applied — while before it, the same
+    follower applied a commit (the control)."""
+    lake, table, path, commits, con = following(tmp_path, "outside")
+    try:
+        table.commit(commits[1])
+        wait_for(lambda: status_dict(con)["lake_snapshot"] == 2, 30, "the follower to apply snapshot 2")
+        assert_serves(con, merged_after("deduplicate", commits[:2]), "followed before the lock-down")
+        lock_down(con, lake["allowed"])
+        table.commit(commits[2])
+        s = wait_for(lambda: (st := status_dict(con))["last_error"] and st, 30, "the follower's refused apply")
+        assert s["state"] == "failing" and s["following"] == "paimon:" + path, s
+        assert DENIED in s["last_error"] and path in s["last_error"], s["last_error"]
+        assert "Cannot access" in s["last_error"], s["last_error"]
+        # The layer is what the last allowed apply left, and status reads nothing of the table now.
+        assert_serves(con, merged_after("deduplicate", commits[:2]), "after the refused apply")
+        assert (s["lake_snapshot"], s["lake_latest_snapshot"]) == (2, None), s
+    finally:
+        unfollowed = con.execute("SELECT * FROM serving_unfollow()").fetchall()
+    assert unfollowed[0][:2] == ("paimon:" + path, 2) and DENIED in unfollowed[0][3], unfollowed
+    con.close()
+
+
+def test_a_follower_inside_an_allowed_directory_keeps_following(tmp_path):
+    lake, table, _path, commits, con = following(tmp_path, "allowed")
+    try:
+        lock_down(con, lake["allowed"])
+        for n in (1, 2):
+            table.commit(commits[n])
+            wait_for(lambda n=n: status_dict(con)["lake_snapshot"] == n + 1, 30, f"snapshot {n + 1} applied")
+            assert_serves(con, merged_after("deduplicate", commits[: n + 1]), f"locked down, snapshot {n + 1}")
+        s = status_dict(con)
+        assert (s["state"], s["last_error"], s["lake_latest_snapshot"], s["lag_snapshots"]) == ("following", None, 3, 0)
+    finally:
+        con.execute("SELECT * FROM serving_unfollow()").fetchall()
+    con.close()
+
+
+def test_serving_follow_is_refused_by_the_sandbox_at_the_call(tmp_path):
+    """Locked down after the build: following a table outside, or publishing outside, is refused
+    when serving_follow is called, naming the setting; nothing follows, the layer is unchanged."""
+    lake = follow_lake(tmp_path)
+    con = connect()
+    build(con, "paimon:" + lake["outside_path"])
+    lock_down(con, lake["allowed"])
+    with pytest.raises(duckdb.Error) as e:
+        follow(con, lake["outside_path"])
+    # The sandbox's own words (README), naming the table.
+    assert f'Permission Error: Cannot access "{lake["outside_path"]}"' in str(e.value) and DENIED in str(e.value)
+    assert status_dict(con)["following"] is None
+    assert_serves(con, merged_after("deduplicate", lake["outside_commits"][:1]), "after the refusal")
+
+    other = connect()
+    build(other, "paimon:" + lake["allowed_path"])
+    lock_down(other, lake["allowed"])
+    target = str(tmp_path / "outside" / "published")
+    with pytest.raises(duckdb.Error) as e:
+        follow(other, lake["allowed_path"], publish="paimon:" + target)
+    assert DENIED in str(e.value) and target in str(e.value), str(e.value)
+    assert status_dict(other)["following"] is None
+    assert not Path(target).exists(), "a refused publish target was written"
+    con.close()
+    other.close()

@@ -375,8 +375,12 @@ def test_follow_refusals_and_replacing(tmp_path):
     # a rebuild from the same table underneath the follower: it keeps following
     con.execute("SELECT * FROM serving_build(?)", [src]).fetchall()
     t.commit([{"order_id": 500, "company": "acme", "order_day": day(1), "revenue": 7}])
+    committed = time.monotonic()
     wait_for(lambda: status_dict(con)["lake_snapshot"] == 2, 20, "the follower to apply after a rebuild")
     assert_serves(con, merged_after("partial-update", t.commits), "rebuilt while following")
+    # How long "never applied" must be watched below: several times what this follower took
+    # from a commit to its apply, and at least ten of its 100 ms ticks.
+    watch = max(1.0, 4 * (time.monotonic() - committed))
 
     # a build from another source stops the follower once it commits, and says so: lake changes
     # are never applied onto it, and nothing is left following a table the layer is not from
@@ -384,6 +388,7 @@ def test_follow_refusals_and_replacing(tmp_path):
     s = status_dict(con)
     assert (s["source"], s["lake_snapshot"], s["following"], s["state"]) == ("src", None, None, "built"), s
     t.commit([{"order_id": 501, "company": "acme", "order_day": day(1), "revenue": 9}])
+    time.sleep(watch)  # a follower still running would have applied the commit by now
     assert_serves(
         con,
         [{"order_id": 1, "company": "acme", "order_day": datetime.date(2026, 1, 1), "revenue": 5}],
@@ -395,6 +400,7 @@ def test_follow_refusals_and_replacing(tmp_path):
     con.execute(follow, [src]).fetchall()
     assert con.execute("SELECT stopped_following FROM serving_build(?)", [other]).fetchone() == (src,)
     t.commit([{"order_id": 502, "company": "acme", "order_day": day(1), "revenue": 11}])
+    time.sleep(watch)
     assert_serves(con, merged_after("partial-update", u.commits), "built from another table after following")
     s = status_dict(con)
     assert (s["source"], s["lake_snapshot"], s["following"]) == (other, 1, None), s

@@ -461,8 +461,10 @@ def test_reconcile_outcome_belongs_to_the_state_it_checked():
     assert s["last_reconcile_at"] >= t0 - datetime.timedelta(seconds=1)
     th.join(60)
     assert not th.is_alive() and not build_error, build_error
-    if busy:
-        assert elapsed < 1.0, f"reconcile + status took {elapsed:.2f} s while a build ran"
+    # The claim needs the build still running when reconcile and status had answered; a build
+    # that had finished by then (or a reconcile that waited for it) shows nothing: inconclusive.
+    assert busy, f"inconclusive: the build had ended when reconcile + status returned ({elapsed:.2f} s)"
+    assert elapsed < 1.0, f"reconcile + status took {elapsed:.2f} s while a build ran"
     # the new state was never reconciled: the old outcome does not describe it
     s = status_dict(con)
     assert s["source"] == "slow" and s["last_reconcile_clean"] is None and s["last_reconcile_at"] is None

@@ -11,6 +11,7 @@ Paimon's own Python reader, not the extension) and its snapshot files read as JS
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import random
@@ -56,6 +57,11 @@ def published(wh: Warehouse, name: str) -> dict:
 
 def snapshot_file(wh: Warehouse, name: str, snapshot: int) -> dict:
     return json.loads((Path(wh.path(name)) / "snapshot" / f"snapshot-{snapshot}").read_text())
+
+
+def latest_snapshot(wh: Warehouse, name: str) -> int:
+    """The highest snapshot file's id (what the table holds, whatever its LATEST hint says)."""
+    return max(int(p.name.split("-")[1]) for p in (Path(wh.path(name)) / "snapshot").glob("snapshot-*"))
 
 
 def publish(con, target: str) -> dict:
@@ -167,7 +173,11 @@ def test_a_first_publish_replaces_what_another_publisher_left(fact, tmp_path):
     # The other layer publishes again: it read the table back (it moved), so it restores its own.
     back = publish(other, target)
     assert (back["upserted"], back["deleted"]) == (15, len(want))
-    assert published(wh, "mart_pub") == local_mart(other)
+    # The other layer's mart, from its 40 source rows in plain Python (3 companies x 5 days).
+    others = [
+        {"company": f"other{i % 3}", "order_day": datetime.date(2020, 1, 1 + i % 5), "revenue": i} for i in range(40)
+    ]
+    assert published(wh, "mart_pub") == oracle_mart(others)
 
 
 def test_follow_publishes_after_every_apply_and_replicas_follow_the_mart(fact):
@@ -337,3 +347,54 @@ def test_a_replica_republishes_its_mart(fact, tmp_path):
     got = publish(replica, lake_source(wh, "mart_copy"))
     want = oracle_mart(merged_after("deduplicate", commits[:5]))
     assert got["upserted"] == len(want) and published(wh, "mart_copy") == want
+
+
+def test_the_publish_after_32_incremental_commits_rewrites_the_whole_mart(tmp_path):
+    """paimon-rust's writer does not compact, so after 32 incremental commits a publish rewrites
+    the whole mart as one OVERWRITE commit (README, Scaling out), then counts again; a table read
+    back (another connection's first publish there) is due for that rewrite at its first change.
+    Oracles: the snapshot files as Paimon wrote them, and pypaimon's read against the mart of the
+    source rows computed here."""
+    wh = Warehouse(tmp_path / "wh")
+    target = lake_source(wh, "mart_rw")
+    rows = [{"order_id": i, "company": f"c{i % 4}", "order_day": datetime.date(2026, 1, 1 + i % 5), "revenue": i}
+            for i in range(48)]  # fmt: skip
+    groups = len(oracle_mart(rows))  # 4 companies x 5 days
+    con = connect()
+    con.execute("CREATE TABLE src (order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT)")
+    con.executemany("INSERT INTO src VALUES (?, ?, ?, ?)", [tuple(r.values()) for r in rows])
+    con.execute("SELECT * FROM serving_build('src')").fetchall()
+    con.execute("CREATE TABLE changes (order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT)")
+
+    def change_one_group(k: int) -> None:
+        rows[k]["revenue"] += 1000  # one order of one group
+        con.execute("DELETE FROM changes")
+        con.execute("INSERT INTO changes VALUES (?, ?, ?, ?)", list(rows[k].values()))
+        con.execute("SELECT * FROM serving_refresh('changes')").fetchall()
+
+    kinds = []
+    for k in range(34):  # the first publish creates the table; then one changed group each time
+        if k:
+            change_one_group(k)
+        got = publish(con, target)
+        snap = snapshot_file(wh, "mart_rw", got["snapshot"])
+        kinds.append(snap["commitKind"])
+        assert got["snapshot"] == k + 1 and got["upserted"] == (groups if k == 0 else 1), (k, got)
+        if snap["commitKind"] == "OVERWRITE":  # the table is the whole mart again, one row a group
+            assert snap["totalRecordCount"] == groups, snap
+    assert kinds == ["APPEND"] * 32 + ["OVERWRITE", "APPEND"], kinds
+    assert published(wh, "mart_rw") == oracle_mart(rows)
+
+    other = connect()  # another layer of the same rows publishes there: it reads the table back
+    other.execute("CREATE TABLE src (order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT)")
+    other.executemany("INSERT INTO src VALUES (?, ?, ?, ?)", [tuple(r.values()) for r in rows])
+    other.execute("SELECT * FROM serving_build('src')").fetchall()
+    assert publish(other, target)["upserted"] == 0  # nothing differs: no commit
+    assert latest_snapshot(wh, "mart_rw") == 34
+    change_one_group(40)  # `con` moves one group; `other` publishes its own (older) mart back
+    got = publish(con, target)
+    assert (got["snapshot"], snapshot_file(wh, "mart_rw", 35)["commitKind"]) == (35, "APPEND")
+    rows[40]["revenue"] -= 1000
+    back = publish(other, target)  # the table moved under `other`: read back, due for a rewrite
+    assert back["upserted"] == 1 and snapshot_file(wh, "mart_rw", back["snapshot"])["commitKind"] == "OVERWRITE"
+    assert published(wh, "mart_rw") == oracle_mart(rows)

@@ -147,14 +147,27 @@ def test_follow_replaces_the_mart_with_each_new_snapshot_atomically(lake):
     rng = random.Random(7)
     stop = threading.Event()
     seen_bad: list = []
+    # What the reader did: a reader that died (its exception) or never read proves nothing.
+    reader_errors: list = []
+    seen_states: list = []
 
     def reader():
         # Every read of the whole mart is one of the committed states, never a mix.
-        cur = replica.cursor()
-        while not stop.is_set():
-            got = cur.execute("SELECT company, order_day, revenue FROM mart_daily ORDER BY ALL").fetchall()
-            if not any(got == [(r["company"], r["order_day"], int(r["revenue"])) for r in s] for s in list(states)):
-                seen_bad.append(got[:3])
+        try:
+            cur = replica.cursor()
+            while not stop.is_set():
+                got = cur.execute("SELECT company, order_day, revenue FROM mart_daily ORDER BY ALL").fetchall()
+                which = [
+                    n
+                    for n, s in enumerate(list(states))
+                    if got == [(r["company"], r["order_day"], int(r["revenue"])) for r in s]
+                ]
+                if which:
+                    seen_states.append(which[0])
+                else:
+                    seen_bad.append(got[:3])
+        except Exception as e:  # collected and asserted below
+            reader_errors.append(e)
 
     t = threading.Thread(target=reader)
     t.start()
@@ -178,7 +191,11 @@ def test_follow_replaces_the_mart_with_each_new_snapshot_atomically(lake):
         stop.set()
         t.join()
         replica.execute("SELECT * FROM serving_unfollow()").fetchall()
+    assert not reader_errors, f"the reader thread failed: {reader_errors!r}"
     assert not seen_bad, f"a read saw a mix of mart states: {seen_bad[:2]}"
+    # The reader read while the mart moved: the first state and at least one later one.
+    assert seen_states, "the reader thread made no read"
+    assert len(set(seen_states)) >= 2, f"the reader saw only state {set(seen_states)} in {len(seen_states)} reads"
     s = status(replica)
     assert (s["mode"], s["refreshes"], s["last_error"]) == ("mart", 4, None)
 

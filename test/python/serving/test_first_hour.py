@@ -9,7 +9,7 @@ import datetime
 import duckdb
 import pyarrow as pa
 import pytest
-from conftest import build, connect, dashboard
+from conftest import build, connect, dashboard, sql_literal
 from support.lake_util import Warehouse
 
 ORDERS = [
@@ -436,6 +436,64 @@ def test_serving_layers_lists_every_layer(con):
     con.execute("USE main")
     got = con.execute("SELECT catalog, schema, source, refreshes, fct_rows FROM serving_layers()").fetchall()
     assert got == [("memory", "main", "orders", 0, len(ORDERS)), ("memory", "staging", "main.orders", 0, len(ORDERS))]
+
+
+def test_serving_layers_lists_the_layers_of_every_attached_database(con, tmp_path):
+    """One row per layer in every attached database (a file database, a read-only one), none for
+    a database without a layer, and a detached database's layer is gone from the list."""
+    make_orders(con)
+    build(con, "orders")
+    ro_file = tmp_path / "ro.duckdb"
+    con.execute(f"ATTACH {sql_literal(str(ro_file))} AS ro")
+    con.execute("CREATE SCHEMA ro.s")
+    con.execute("USE ro.s")
+    build(con, "memory.main.orders")
+    con.execute("USE memory")
+    con.execute("DETACH ro")
+    con.execute(f"ATTACH {sql_literal(str(ro_file))} AS ro (READ_ONLY)")
+    con.execute(f"ATTACH {sql_literal(str(tmp_path / 'other.duckdb'))} AS other")
+    con.execute(f"ATTACH {sql_literal(str(tmp_path / 'empty.duckdb'))} AS empty")
+    con.execute("USE other")
+    make_orders(con, "two", ORDERS[:2])
+    build(con, "two")
+    con.execute("CREATE TABLE changes AS SELECT 5::BIGINT AS order_id, 'acme' AS company, "
+                "DATE '2026-11-03' AS order_day, 7::BIGINT AS revenue, false AS deleted")  # fmt: skip
+    con.execute("SELECT * FROM serving_refresh('changes')").fetchall()
+    con.execute("USE memory")
+    sql = "SELECT catalog, schema, source, refreshes, fct_rows FROM serving_layers() ORDER BY ALL"
+    assert con.execute(sql).fetchall() == [
+        ("memory", "main", "orders", 0, len(ORDERS)),
+        ("other", "main", "two", 1, 3),
+        ("ro", "s", "memory.main.orders", 0, len(ORDERS)),
+    ]
+    con.execute("DETACH other")
+    assert con.execute(sql).fetchall() == [
+        ("memory", "main", "orders", 0, len(ORDERS)),
+        ("ro", "s", "memory.main.orders", 0, len(ORDERS)),
+    ]
+
+
+def test_a_build_inside_an_explicit_transaction_commits_on_its_own(con):
+    """README (what the C API does not let streamhouse do): a build inside the caller's BEGIN ...
+    ROLLBACK commits on its own, does not see the caller's uncommitted rows, and the caller's
+    transaction keeps seeing the layer as it was when it began."""
+    make_orders(con)
+    build(con, "orders")
+    more = [*ORDERS, (5, "acme", datetime.date(2026, 11, 3), 70)]
+    make_orders(con, "more", more)
+    con.execute("BEGIN")
+    con.execute("INSERT INTO more VALUES (6, 'acme', DATE '2026-11-04', 9000)")  # never committed
+    assert con.execute("SELECT count(*), sum(revenue) FROM fct_orders").fetchone() == (4, 2450)
+    got = build(con, "more")
+    assert (got["fct_rows"], got["source"]) == (len(more), "more"), got  # without the uncommitted row
+    # The caller's transaction still sees the layer of its start.
+    assert con.execute("SELECT count(*), sum(revenue) FROM fct_orders").fetchone() == (4, 2450)
+    con.execute("ROLLBACK")
+    # The build stayed; the caller's insert did not.
+    assert con.execute("SELECT count(*) FROM more").fetchone() == (len(more),)
+    assert con.execute("SELECT order_id, company, order_day, revenue FROM fct_orders ORDER BY 1").fetchall() == more
+    assert dashboard(con, "acme") == python_dashboard(more, "acme")
+    assert con.execute("SELECT source FROM serving_status()").fetchone() == ("more",)
 
 
 def test_deleted_cannot_carry_a_statement(con):

@@ -518,3 +518,56 @@ def test_a_second_layer_under_another_search_path_leaves_the_first_intact(con, t
     assert_tables_match(con, first)
     assert_every_company(con, first, first_companies)
     assert con.execute("SELECT count(*) FROM serving_reconcile()").fetchone()[0] == 0
+
+
+def test_refreshes_rewrite_fct_orders_once_dead_versions_pass_an_eighth(con):
+    """Each refresh leaves the changed orders' old versions as dead rows; once they reach 1/8 of
+    the live rows (at least 50k) that refresh rewrites fct_orders with its live rows (README,
+    Refresh vs rebuild). 400k orders: a first refresh of 30k corrections leaves the table (new
+    versions appended after the old rows), a second one (60k dead) rewrites it: a new table whose
+    rows are numbered from 0 again. The content is checked against the same rows in Python."""
+    n, companies, days = 400_000, 7, 30
+    con.execute(
+        f"CREATE TABLE src AS SELECT i AS order_id, 'c' || (i % {companies}) AS company, "
+        f"DATE '2024-01-01' + (i % {days})::INT AS order_day, i::BIGINT AS revenue FROM range({n}) t(i)"
+    )
+    build(con, "src")
+    revenue = list(range(n))
+
+    def table_oid() -> int:
+        return con.execute("SELECT table_oid FROM duckdb_tables() WHERE table_name = 'fct_orders'").fetchone()[0]
+
+    def refresh(lo: int, hi: int) -> None:
+        con.execute(
+            f"CREATE OR REPLACE TABLE changes AS SELECT order_id, company, order_day, -revenue AS revenue, "
+            f"false AS deleted FROM src WHERE order_id >= {lo} AND order_id < {hi}"
+        )
+        got = con.execute("SELECT inserted, updated, deleted FROM serving_refresh('changes')").fetchone()
+        assert got == (0, hi - lo, 0), got
+        for i in range(lo, hi):
+            revenue[i] = -i
+
+    def check(what: str) -> None:
+        assert con.execute("SELECT count(*), sum(revenue), sum(order_id * revenue) FROM fct_orders").fetchone() == (
+            n,
+            sum(revenue),
+            sum(i * r for i, r in enumerate(revenue)),
+        ), what
+        mart: dict = {}
+        for i, r in enumerate(revenue):
+            key = (f"c{i % companies}", datetime.date(2024, 1, 1) + datetime.timedelta(days=i % days))
+            mart[key] = mart.get(key, 0) + r
+        assert con.execute("SELECT company, order_day, revenue FROM mart_daily ORDER BY ALL").fetchall() == sorted(
+            (c, d, r) for (c, d), r in mart.items()
+        ), what
+
+    built = table_oid()
+    refresh(0, 30_000)  # 30k dead versions: under max(50k, 400k / 8)
+    check("after 30k changes")
+    assert table_oid() == built, "fct_orders was rewritten with 30k dead versions"
+    assert con.execute("SELECT max(rowid) FROM fct_orders").fetchone()[0] >= n, "the new versions were not appended"
+    refresh(30_000, 60_000)  # 60k dead versions: rewritten
+    check("after 60k changes")
+    assert table_oid() != built, "fct_orders was not rewritten with 60k dead versions"
+    assert con.execute("SELECT max(rowid), count(*) FROM fct_orders").fetchone() == (n - 1, n)
+    assert con.execute("SELECT count(*) FROM serving_reconcile()").fetchone() == (0,)

@@ -123,6 +123,29 @@ def core_backtrace(p: subprocess.CompletedProcess, cwd: Path) -> list[str] | Non
             core.unlink(missing_ok=True)
 
 
+# The abort's documented words, each a line of its own: std::terminate on the thread's forced
+# unwind, whose exception has no type name (2.0.1 with streamhouse and 2.0.0 without print `''`,
+# 2.0.0 with streamhouse a stray byte, `'\x04'`) and glibc's report of a forced unwind that was
+# caught, or (1.5.6 without streamhouse) no active exception. An exception of ours escaping a
+# callback names its type (`instance of 'duckdb::InvalidInputException'`): never documented.
+FORCED_UNWIND = "FATAL: exception not rethrown"
+NO_EXCEPTION = "terminate called without an active exception"
+THROWN = re.compile(r"^terminate called after throwing an instance of '(.*)'$")
+
+
+def documented_abort(returncode: int, stderr: str) -> bool:
+    """Whether a crash is the documented abort: SIGABRT, with one of those lines, and every
+    `terminate called` line one of them (a thrown type without a letter, digit or `_` in its name)."""
+    lines = [line.strip() for line in stderr.splitlines()]
+    terminates = [line for line in lines if line.startswith("terminate called")]
+    nameless = [m for line in terminates if (m := THROWN.match(line)) and not re.search(r"\w", m.group(1))]
+    return (
+        returncode == -signal.SIGABRT
+        and (FORCED_UNWIND in lines or NO_EXCEPTION in lines or bool(nameless))
+        and len(nameless) + terminates.count(NO_EXCEPTION) == len(terminates)
+    )
+
+
 def duckdb_python_finalization_fault(frames: list[str]) -> bool:
     """Whether a faulting thread's backtrace is DuckDB's Python package calling back into an
     interpreter that has finalized (its signal check takes the GIL of a dead interpreter), with
@@ -130,6 +153,29 @@ def duckdb_python_finalization_fault(frames: list[str]) -> bool:
     text = "\n".join(frames)
     ours = "streamhouse.duckdb_extension" in text or "streamhouse::" in text
     return "PyGILState_Ensure" in text and "_duckdb" in text and not ours
+
+
+# The header of the README's function table (README.md, or a page under docs/ it moves to).
+FUNCTION_TABLE_HEADER = re.compile(r"^\|\s*function\s*\|\s*returns\s*\|")
+FUNCTION_ROW = re.compile(r"^\|\s*`([a-z_][a-z0-9_]*)\(")
+
+
+def documented_functions() -> set[str]:
+    """The SQL functions the function table documents: the name of every row whose first cell
+    is a call (`name(...)`), read from README.md and any docs/*.md that holds such a table."""
+    names: set[str] = set()
+    tables = 0
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]:
+        in_table = False
+        for line in page.read_text(encoding="utf-8").splitlines():
+            if FUNCTION_TABLE_HEADER.match(line):
+                in_table, tables = True, tables + 1
+            elif in_table and not line.startswith("|"):
+                in_table = False
+            elif in_table and (m := FUNCTION_ROW.match(line)):
+                names.add(m.group(1))
+    assert tables >= 1 and len(names) >= 10, f"no function table found ({tables} tables, names {sorted(names)})"
+    return names
 
 
 def child_cmd(version: str, step: str, *args) -> list:
