@@ -146,6 +146,21 @@ def test_build_mart_equals_the_merged_fact_and_replaces_it_exactly(cluster, wh, 
 
 
 @pytest.mark.timeout(300)
+def test_build_mart_without_an_address_uses_the_callers_connection(cluster, wh, fact):
+    """build_mart(address=None) in a process already connected to a cluster runs there, and leaves
+    the caller's connection as it found it (connected)."""
+    source, target = "paimon:" + wh.path("orders"), "paimon:" + wh.path("mart_connected")
+    want = mart_oracle(oracle_partial_update(fact.commits, key="order_id"))
+    got = cluster.call({"fact": source, "mart": target, "connected": True})
+    assert "result" in got, got
+    assert got["still_connected"] is True, "build_mart(address=None) shut down the caller's Ray connection"
+    r = got["result"]
+    assert read_mart(wh, "mart_connected") == want
+    assert (r["groups"], r["fact_snapshot"], r["reader"]) == (len(want), len(fact.commits), "native")
+    assert r["read_nodes"] == 2, r  # the cluster's two nodes, not a new local Ray
+
+
+@pytest.mark.timeout(300)
 def test_build_mart_of_a_deduplicate_fact(cluster, wh):
     rng = random.Random(21)
     schema = pa.schema([*ORDERS, pa.field("op", pa.string())])  # the row kind: +I, +U or -D

@@ -3,7 +3,8 @@ the cluster's processes. Usage: ray_mart_driver.py ADDRESS
 
 Says `ready` with the cluster's alive nodes, then answers each JSON command line on stdin by
 running streamhouse.ray.build_mart(fact, mart, options=..., address=ADDRESS): one JSON line per
-answer on stdout, prefixed with ANSWER (Ray may print lines of its own). A command with "pythonpath"
+answer on stdout, prefixed with ANSWER (Ray may print lines of its own); with "connected": true
+the driver connects to ADDRESS itself and calls build_mart with address=None. A command with "pythonpath"
 runs in a child driver whose Ray workers' PYTHONPATH starts with that directory, and its own too
 unless "workers_only".
 
@@ -42,11 +43,18 @@ def build(address: str, cmd: dict) -> dict:
         if os.environ.get("RAY_MART_WORKER_PATH"):  # this job's workers only
             env = {"PYTHONPATH": os.environ["RAY_MART_WORKER_PATH"]}
             ray.init(address=address, log_to_driver=False, runtime_env={"env_vars": env})
+        # "connected": the driver connects first and build_mart gets address=None (the cluster
+        # this process is connected to), which it must leave connected.
+        connected = cmd.get("connected", False)
+        if connected and not ray.is_initialized():
+            ray.init(address=address, log_to_driver=False, logging_level="ERROR")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = build_mart(cmd["fact"], cmd["mart"], options=cmd.get("options"), address=address)
+            result = build_mart(
+                cmd["fact"], cmd["mart"], options=cmd.get("options"), address=None if connected else address
+            )
         said = [str(w.message) for w in caught if "build_mart" in str(w.message)]
-        return {"result": dataclasses.asdict(result), "warnings": said}
+        return {"result": dataclasses.asdict(result), "warnings": said, "still_connected": ray.is_initialized()}
     except Exception as e:
         return {"error": type(e).__name__, "message": str(e)}
     finally:
