@@ -20,13 +20,21 @@
              one-CPU nodes (support/ray_cluster.py, its own network namespace) against
              serving_build of the same fact in a fresh process; the marts must be equal.
 
-Every figure is a median over repeated runs where a run can be repeated. Usage:
-bench_scaleout.py EXTENSION [--quick] [--only load,replica,publish,ray]
+Every figure is a median over repeated runs where a run can be repeated. A target's line ends in
+PASS or MISSED, a figure without a target in "(reported)" and no verdict; a wrong answer prints
+FAILED and makes the run exit 1 (bench/summary.py gathers them).
+
+--quick: correctness only, in seconds (`make test` runs it so the script cannot rot): 3 s of load
+on 2 replicas, replica builds behind 2k- and 20k-order facts generated in a temporary directory, a
+365-group publish, build_mart on one one-node Ray cluster; no target judged.
+
+Usage: bench_scaleout.py EXTENSION [--quick] [--only load,replica,publish,ray]
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import shutil
 import statistics
@@ -43,23 +51,39 @@ sys.path.insert(0, str(ROOT / "bench"))
 FRESHNESS_P99_MS = 2000
 DASHBOARD_P99_MS = 50
 RSS_APART = 0.10
+# Wrong answers: each printed with FAILED where it is found; the run exits 1.
+FAILURES: list[str] = []
+# A figure that has no target: its `ok` in a target tuple (no verdict word is printed for it).
+REPORTED = None
 
 
-def verdict(ok: bool) -> str:
-    return "ok" if ok else "MISSED"
+def verdict(ok: bool | None, quick: bool) -> str:
+    """The verdict word bench/summary.py reads: none for a reported figure or in a --quick run."""
+    if ok is REPORTED:
+        return ""
+    if quick:
+        return "quick: not judged"
+    return "PASS" if ok else "MISSED"
+
+
+def failed(what: str) -> None:
+    FAILURES.append(what)
+    print(f"  {what} FAILED", flush=True)
 
 
 def load(ext: str, quick: bool) -> list:
     from support import replica_load
 
-    seconds = 10 if quick else 60
+    seconds, replicas = (3, 2) if quick else (60, 4)
     with tempfile.TemporaryDirectory() as d:
-        out = replica_load.run(ext, Path(d), seconds=seconds, replicas=4, initial=20_000)
+        out = replica_load.run(
+            ext, Path(d), seconds=seconds, replicas=replicas, initial=2_000 if quick else 20_000, kill=not quick
+        )
     converged = all(r["mart"] == out["oracle"] for r in out["replicas"])
     print(
         f"  load: {out['commits']} fact commits in {seconds} s (median gap {out['median_commit_gap_ms']:.0f} ms), "
         f"{out['orders']:,} orders, {out['groups']:,} mart groups, {out['dashboard_queries']:,} dashboard queries "
-        f"on 4 replicas; every replica converged to the oracle: {converged}",
+        f"on {replicas} replicas; every replica converged to the oracle: {converged}",
         flush=True,
     )
     print(
@@ -83,7 +107,7 @@ def load(ext: str, quick: bool) -> list:
                 f"{len(r['mart'])} groups, last_error {r['last_error']}",
                 flush=True,
             )
-        print("  replicas at load: a replica did not converge FAILED", flush=True)
+        failed("replicas at load: a replica did not converge")
     return [
         (
             "replica freshness p99",
@@ -129,7 +153,7 @@ def run_child(spec: dict) -> dict:
 def replica(ext: str, quick: bool) -> list:
     from bench_scale import dataset
 
-    sizes = [100_000, 1_000_000] if quick else [1_000_000, 10_000_000]
+    sizes = [2_000, 20_000] if quick else [1_000_000, 10_000_000]
     repeat = 1 if quick else 3
     results = {}
     for rows in sizes:
@@ -143,7 +167,7 @@ def replica(ext: str, quick: bool) -> list:
         ]
         reps = [run_child({"ext": ext, "source": f"paimon:{mart_dir}"}) for _ in range(repeat)]
         if reps[0]["mart"] != facts[0]["mart"] or reps[0]["orders"] != facts[0]["orders"]:
-            print(f"  replica at {rows:,}: the replica's mart differs from the fact build's FAILED", flush=True)
+            failed(f"replica at {rows:,}: the replica's mart differs from the fact build's")
         f_s = statistics.median(r["seconds"] for r in facts)
         r_s = statistics.median(r["seconds"] for r in reps)
         f_rss = statistics.median(r["rss_mb"] for r in facts)
@@ -165,19 +189,19 @@ def replica(ext: str, quick: bool) -> list:
     )
     return [
         (
-            f"replica RSS {sizes[0] // 10**6 or sizes[0]}M vs {sizes[1] // 10**6}M fact",
+            f"replica RSS {sizes[0]:,} vs {sizes[1]:,}-order fact",
             f"{apart * 100:.1f}% apart",
             f"< {RSS_APART * 100:.0f}% apart",
             apart < RSS_APART,
         ),
-        (f"replica build vs fact build ({sizes[1]:,})", f"{big[1] / big[0]:.3f}x", "(reported)", True),
+        (f"replica build vs fact build ({sizes[1]:,})", f"{big[1] / big[0]:.3f}x", "(reported)", REPORTED),
     ]
 
 
 def publish(ext: str, quick: bool) -> list:
     import duckdb
 
-    days = 365 if quick else 3650
+    days = 73 if quick else 3650
     con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
     con.execute(f"LOAD '{ext}'")
     con.execute(
@@ -197,7 +221,7 @@ def publish(ext: str, quick: bool) -> list:
             if k > groups:
                 continue
             times = []
-            for _ in range(3):
+            for _ in range(1 if quick else 3):
                 # k new orders, one in each of k distinct groups: exactly k groups move.
                 con.execute(
                     f"CREATE OR REPLACE TABLE changes AS SELECT {next_id} + i AS order_id, "
@@ -211,7 +235,7 @@ def publish(ext: str, quick: bool) -> list:
                     "SELECT elapsed_ms, upserted, deleted FROM serving_publish(?)", [target]
                 ).fetchone()
                 if (up, dele) != (k, 0):
-                    print(f"  publish of {k} changed groups committed {up} + {dele} FAILED", flush=True)
+                    failed(f"publish of {k} changed groups committed {up} + {dele}")
                 times.append(ms)
             med = statistics.median(times)
             rows.append((k, med))
@@ -220,7 +244,7 @@ def publish(ext: str, quick: bool) -> list:
                 flush=True,
             )
     return [
-        (f"publish {k:,} of {groups:,} groups", f"{ms:.1f} ms", "(reported: grows with the change)", True)
+        (f"publish {k:,} of {groups:,} groups", f"{ms:.1f} ms", "(reported: grows with the change)", REPORTED)
         for k, ms in rows
     ]
 
@@ -229,7 +253,7 @@ def ray(ext: str, quick: bool) -> list:
     from bench_scale import dataset
     from support.ray_cluster import Cluster
 
-    rows = 1_000_000 if quick else 10_000_000
+    rows = 20_000 if quick else 10_000_000
     repeat = 1 if quick else 3
     data, _meta, _cached = dataset(rows)
     fact = "paimon:" + str(data / "wh" / "db.db" / "orders")
@@ -238,9 +262,9 @@ def ray(ext: str, quick: bool) -> list:
     print(f"  serving_build of the {rows:,}-order fact: median {local_s:.2f} s", flush=True)
     medians = {}
     with tempfile.TemporaryDirectory() as d:
-        for nodes in (1, 2):
+        for nodes in (1,) if quick else (1, 2):
             mart = f"paimon:{d}/wh{nodes}/db.db/mart"
-            cluster = Cluster(nodes=nodes, object_store_mb=2_000)
+            cluster = Cluster(nodes=nodes, object_store_mb=200 if quick else 2_000)
             try:
                 runs = []
                 for _ in range(repeat):
@@ -258,16 +282,20 @@ def ray(ext: str, quick: bool) -> list:
                 f"  Ray {nodes} node(s): build_mart median {medians[nodes]:.2f} s "
                 f"({medians[nodes] / local_s:.2f}x serving_build), reader {last['reader']}, "
                 f"{last['read_tasks']} read tasks on {last['read_nodes']} node(s), {last['groups']:,} groups; "
-                f"mart equals serving_build's: {same}" + ("" if same else " FAILED"),
+                f"mart equals serving_build's: {same}",
                 flush=True,
             )
-    speedup = medians[1] / medians[2]
-    print(f"  1 -> 2 nodes: {speedup:.2f}x faster", flush=True)
-    return [
-        ("Ray build_mart, 1 node / serving_build", f"{medians[1] / local_s:.2f}x", "(reported)", True),
-        ("Ray build_mart, 2 nodes / serving_build", f"{medians[2] / local_s:.2f}x", "(reported)", True),
-        ("Ray build_mart 1 -> 2 nodes", f"{speedup:.2f}x faster", "(reported)", True),
+            if not same:
+                failed(f"Ray {nodes} node(s): build_mart's mart differs from serving_build's")
+    out = [
+        (f"Ray build_mart, {n} node(s) / serving_build", f"{m / local_s:.2f}x", "(reported)", REPORTED)
+        for n, m in medians.items()
     ]
+    if 2 in medians:
+        speedup = medians[1] / medians[2]
+        print(f"  1 -> 2 nodes: {speedup:.2f}x faster", flush=True)
+        out.append(("Ray build_mart 1 -> 2 nodes", f"{speedup:.2f}x faster", "(reported)", REPORTED))
+    return out
 
 
 def main() -> int:
@@ -282,14 +310,26 @@ def main() -> int:
         return 0
     ext = str(Path(args.extension).resolve())
     targets = []
-    print("== bench_scaleout: beyond one machine (issue 19)", flush=True)
+    print(
+        "== bench_scaleout: beyond one machine (issue 19)"
+        + ("; QUICK: correctness only, no target judged" if args.quick else ""),
+        flush=True,
+    )
+    if args.quick:  # the facts it generates go to a temporary directory, not build/bench-data
+        import bench_scale
+
+        bench_scale.DATA = Path(tempfile.mkdtemp(prefix="sh-bench-scaleout-"))
+        atexit.register(shutil.rmtree, bench_scale.DATA, ignore_errors=True)
     for part in args.only.split(","):
         print(f"-- {part}", flush=True)
         targets += {"load": load, "replica": replica, "publish": publish, "ray": ray}[part](ext, args.quick)
     print("== issue 19 targets", flush=True)
     w = max(len(t[0]) for t in targets)
     for name, measured, target, ok in targets:
-        print(f"  {name:<{w}}  {measured:<18} target {target:<36} {verdict(ok)}", flush=True)
+        print(f"  {name:<{w}}  {measured:<18} target {target:<36} {verdict(ok, args.quick)}".rstrip(), flush=True)
+    if FAILURES:
+        print(f"== {len(FAILURES)} wrong answer(s) FAILED: " + "; ".join(FAILURES), flush=True)
+        return 1
     return 0
 
 
