@@ -5,7 +5,8 @@ service writing it into Paimon, and the extension serving that Paimon table.
 
 The oracle is plain Python over the stream written: each order's last value, deletes removed
 (support/fluss_util.py's replay), then SUM(revenue) per (company, order_day) (conftest's oracle).
-The last test stops the cluster the way `make fluss-down` does, and so must stay last in this file.
+The last test stops the cluster the way `make fluss-down` does (after every other test of the session:
+it asks for `stops_fluss_cluster`).
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def table(fluss_cluster) -> dict:
 
     async def create(connection):
         admin = connection.get_admin()
-        await admin.create_database(DATABASE)
+        await admin.create_database(DATABASE, ignore_if_exists=True)  # other tests share the database
         descriptor = fluss.TableDescriptor(
             fluss.Schema(SCHEMA, primary_keys=["order_id"]), bucket_count=BUCKETS, properties=PROPERTIES
         )
@@ -254,10 +255,10 @@ def test_pyfluss_reads_agree(fluss_cluster, orders):
     assert replayed == state
 
 
-def test_fluss_down_stops_every_process(fluss_cluster):
+def test_fluss_down_stops_every_process(stops_fluss_cluster):
     """`make fluss-down`'s command on the session's cluster: every JVM it started is gone (by pid), its
-    ports are closed, and no process carries the cluster's marker. Runs last in this file."""
-    directory, pids = fluss_cluster["dir"], fluss_cluster["pids"]
+    ports are closed, and no process carries the cluster's marker. Runs last in the session."""
+    directory, pids = stops_fluss_cluster["dir"], stops_fluss_cluster["pids"]
     assert all(Path(f"/proc/{pid}").exists() for pid in pids.values())
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "fluss_cluster.py"), "down", directory],
@@ -272,5 +273,5 @@ def test_fluss_down_stops_every_process(fluss_cluster):
             time.sleep(0.1)
         assert not Path(f"/proc/{pid}").exists(), f"{role} (pid {pid}) is still there"
     assert cluster.alive(directory) == {}
-    for role, port in fluss_cluster["ports"].items():
+    for role, port in stops_fluss_cluster["ports"].items():
         assert not cluster.listening(port), f"{role}'s port {port} still answers"

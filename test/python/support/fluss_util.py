@@ -3,9 +3,10 @@
 `fluss_cluster` (a session fixture, registered by the root conftest's pytest_plugins) starts one real
 Fluss cluster per session with scripts/fluss_cluster.py, the script behind `make fluss-up`: ZooKeeper,
 a coordinator, one tablet server and the lake tiering service, on 127.0.0.1, in a directory of
-pytest's. It is stopped at the end whatever happens: by the fixture's finalizer, by an atexit hook
-(an interrupted session), and, should the test process itself be killed, by the kernel (each JVM is
-started with PR_SET_PDEATHSIG). The finalizer fails the session if any process of it survives.
+pytest's. A test that stops it asks for `stops_fluss_cluster` instead, and so runs last. It is
+stopped at the end whatever happens: by the fixture's finalizer, by an atexit hook (an interrupted
+session) and, should the test process itself be killed, by the kernel (each JVM is started with
+PR_SET_PDEATHSIG). The finalizer fails the session if any process of it survives.
 
 Also here: a seeded stream of order upserts, corrections and deletes with its pure-Python oracle (the
 state per key after the stream), and which sockets a set of processes listens on.
@@ -52,6 +53,17 @@ def fluss_cluster(tmp_path_factory) -> dict:
         atexit.unregister(stop)
         left = cluster.alive(directory)
         assert not left, f"processes of the Fluss cluster survived its stop: {left}"
+
+
+@pytest.fixture
+def stops_fluss_cluster(fluss_cluster) -> dict:
+    """`fluss_cluster`, for a test that stops it (as `make fluss-down` does): every test that asks for
+    this runs after all the others of the session (pytest_collection_modifyitems below)."""
+    return fluss_cluster
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: "stops_fluss_cluster" in getattr(item, "fixturenames", ()))  # stable
 
 
 # --------------------------------------------------------------------------------------------
