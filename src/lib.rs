@@ -9,6 +9,8 @@
 //! - `host` — living inside DuckDB's process: the connection pool, the writer lease and its
 //!   explicit transaction, the watchdog that lets go of a closed database, the descriptor
 //!   registry, the exit hook. Uses `core`.
+//! - `fluss` — the Fluss boundary: Apache Fluss's Rust client (one runtime, one connection per
+//!   cluster), tables described, the changelog read as Arrow. Uses `core`.
 //! - `lake` — the Paimon boundary: tables planned and read through paimon-rust, storage
 //!   options, foreign errors converted and secrets scrubbed once. Uses `core`.
 //! - `core` — pure logic, no DuckDB connection, no paimon: source strings, the schema contract,
@@ -16,6 +18,8 @@
 //!   decision, errors.
 
 pub mod core;
+#[cfg(not(duckdb14))]
+pub mod fluss;
 mod functions;
 pub mod host;
 pub mod lake;

@@ -7,7 +7,7 @@
 use duckdb::types::Value;
 
 use crate::core::error::{Error, Result};
-use crate::core::schema::{FACT, MART};
+use crate::core::schema::{Place, FACT, MART};
 
 /// How days are grouped into the periods the dashboard ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -132,6 +132,19 @@ impl DashboardQuery {
     /// filters `order_day` itself, before any grouping, so the scan prunes by zone maps and a
     /// period cut by the window sums only its days inside it.
     pub fn sql(&self, source: Relation) -> String {
+        self.sql_over(source, source.table())
+    }
+
+    /// `sql` with the layer's tables named at `place` (a `Rollup` is a temp table, unqualified):
+    /// a same-named table elsewhere on the caller's search path never answers.
+    pub fn sql_at(&self, source: Relation, place: &Place) -> String {
+        match source {
+            Relation::Rollup(table) => self.sql_over(source, table),
+            _ => self.sql_over(source, &place.of(source.table())),
+        }
+    }
+
+    fn sql_over(&self, source: Relation, table: &str) -> String {
         let mut filter = String::from("company = $1");
         let mut n = 1;
         for (present, op) in [(self.from_day.is_some(), ">="), (self.to_day.is_some(), "<=")] {
@@ -146,14 +159,13 @@ impl DashboardQuery {
         let body = match (source, self.grain) {
             // The mart already holds one row per (company, day): a lookup, no aggregation.
             (Relation::Mart | Relation::Rollup(_), Grain::Day) => {
-                format!("SELECT order_day, revenue FROM {} WHERE {filter}", source.table())
+                format!("SELECT order_day, revenue FROM {table} WHERE {filter}")
             }
             (Relation::Fact, Grain::Day) => format!(
-                "SELECT order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue FROM {FACT} WHERE {filter} \
+                "SELECT order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue FROM {table} WHERE {filter} \
                  GROUP BY order_day"
             ),
-            (source, grain) => {
-                let table = source.table();
+            (_, grain) => {
                 // date_trunc gives a TIMESTAMP; the column stays a DATE. ORDER BY below names the
                 // select list's `order_day`, the period, not the table's column.
                 let period = format!("CAST(date_trunc('{}', order_day) AS DATE)", grain.name());

@@ -1,6 +1,6 @@
 //! One error type for the whole extension, by kind: a refusal of a value or of the database's
 //! state (most variants), a sandbox denial (`Denied`), an internal invariant (`Internal`),
-//! DuckDB's own error (`DuckDb`), a lake error (`Lake`). Depends on nothing else in the crate.
+//! DuckDB's own error (`DuckDb`), a lake error (`Lake`), a Fluss error (`Fluss`). Depends on nothing else in the crate.
 //!
 //! Every message starts with the SQL function that failed and names the offending value, so
 //! a user reading it in the CLI knows what to fix without reading our code.
@@ -29,6 +29,8 @@ pub enum Error {
     BadIdentifier { function: &'static str, name: String, reason: String },
     /// A Paimon table could not be opened or read.
     Lake { function: &'static str, path: String, problem: String },
+    /// A Fluss table could not be reached or read; `table` is its `fluss://` address.
+    Fluss { function: &'static str, table: String, problem: String },
     /// DuckDB's file sandbox (`enable_external_access`, `allowed_directories`, `allowed_paths`)
     /// forbids the path; `problem` names the settings.
     Denied { function: &'static str, path: String, problem: String },
@@ -121,6 +123,9 @@ impl fmt::Display for Error {
             Error::Lake { function, path, problem } | Error::Denied { function, path, problem } => {
                 let path_ = shown(path);
                 write!(f, "{function}: Paimon table '{path_}': {problem}")
+            }
+            Error::Fluss { function, table, problem } => {
+                write!(f, "{function}: Fluss table '{}': {}", shown(table), shown_long(problem))
             }
             Error::Internal { function, problem } => write!(f, "{}: {}", shown_long(function), shown_long(problem)),
             Error::InFunction { function, inner } => {

@@ -8,12 +8,15 @@ pub mod dashboard;
 pub mod delta;
 pub mod dupcheck;
 pub mod error;
+pub mod lineage;
 pub mod location;
+pub mod mapping;
 pub mod mart;
 pub mod quote;
 pub mod sandbox;
 pub mod schema;
 pub mod source;
+pub mod stream;
 pub mod tier;
 
 /// DuckDB's standard vector size: a data chunk never holds more rows, so batches handed to

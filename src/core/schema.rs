@@ -269,13 +269,21 @@ pub fn mart_ctas(place: &Place) -> String {
 /// build and refresh (counting a table with scattered deletes costs a scan); `generation` is a
 /// random token each build/refresh writes, naming the mart state a refresh may have cached;
 /// `serving_catalog`/`serving_schema` are the `Place` of the layer; `mode` is 'fact' or 'mart'
-/// (a mart-only replica; a layer of an older release has no such column and is a fact layer).
+/// (a mart-only replica; a layer of an older release has no such column and is a fact layer);
+/// `lake_snapshot_millis` is the commit time of `lake_snapshot` (how a rewritten lake history is
+/// told from the one served, `core::lineage`), `rebuilt_because` why the last refresh or follow
+/// rebuilt the layer instead of applying changes, `columns` the column map it was built with
+/// (`core::mapping`, its `encode`d form), reused by every refresh and follow; for a Fluss
+/// source, `stream_position` is each bucket's log offset read up to (`bucket:offset,...`),
+/// `stream_lake` the Paimon table of its union read and `stream_read` which lake snapshot that
+/// was ('readable', 'latest', or 'log' when the log alone was read).
 pub fn meta_ddl(place: &Place) -> String {
     format!(
         "CREATE OR REPLACE TABLE {} (built_at TIMESTAMP, source VARCHAR, refreshed_at TIMESTAMP, \
          refresh_source VARCHAR, refreshes BIGINT, lake_snapshot BIGINT, last_reconcile_at TIMESTAMP, \
          last_reconcile_clean BOOLEAN, fct_rows BIGINT, generation BIGINT, serving_catalog VARCHAR, \
-         serving_schema VARCHAR, mode VARCHAR)",
+         serving_schema VARCHAR, mode VARCHAR, lake_snapshot_millis BIGINT, rebuilt_because VARCHAR, \
+         columns VARCHAR, stream_position VARCHAR, stream_lake VARCHAR, stream_read VARCHAR)",
         place.of(META)
     )
 }
@@ -286,16 +294,17 @@ pub fn counts_rows(counts: &str) -> String {
 }
 
 /// Two-way EXCEPT ALL between what is served (mart + counts) and a fresh aggregate of the fact.
-pub fn reconcile_sql() -> String {
+pub fn reconcile_sql(place: &Place) -> String {
+    let (fact, mart, counts) = (place.of(FACT), place.of(MART), place.of(COUNTS));
     format!(
         "WITH fresh AS MATERIALIZED (SELECT company, order_day, CAST(SUM(revenue) AS HUGEINT) AS revenue, \
-                                      count(*) AS orders FROM {FACT} GROUP BY company, order_day), \
+                                      count(*) AS orders FROM {fact} GROUP BY company, order_day), \
               served AS MATERIALIZED (SELECT company, order_day, m.revenue, c.orders \
-                                      FROM {MART} m FULL OUTER JOIN ({}) c USING (company, order_day)) \
+                                      FROM {mart} m FULL OUTER JOIN ({}) c USING (company, order_day)) \
          SELECT * FROM (SELECT 'mart_only' AS side, * FROM (FROM served EXCEPT ALL FROM fresh) \
                         UNION ALL SELECT 'fact_only' AS side, * FROM (FROM fresh EXCEPT ALL FROM served)) \
          ORDER BY company, order_day, side",
-        counts_rows(COUNTS)
+        counts_rows(&counts)
     )
 }
 

@@ -29,14 +29,26 @@ impl RowsFunction for ServingBuild {
         ("stopped_following", LogicalTypeId::Varchar),
     ];
     const ROLE: Role = Role::Writer;
-    const NAMED: &'static [(&'static str, LogicalTypeId)] = &[("replace", LogicalTypeId::Boolean)];
+    const NAMED: &'static [(&'static str, LogicalTypeId)] =
+        &[("replace", LogicalTypeId::Boolean), ("lake", LogicalTypeId::Varchar)];
     const LAKE_OPTIONS: bool = true;
+    const COLUMN_MAP: bool = true;
 
     fn write(ctx: &Ctx, tx: &mut Transaction) -> Result<Vec<Vec<Cell>>> {
         // replace := true lets a build drop tables of the serving names that it did not create.
         let replace = ctx.call.named.first().cloned().flatten().is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        // lake := the Paimon warehouse a Fluss table is tiered into (when the cluster does not say).
+        let lake = ctx.call.named.get(1).cloned().flatten();
         let access = ctx.db.lake_access(&ctx.call.access, &ctx.call.arg);
-        let s = crate::serving::build(ctx.conn, &ctx.call.arg, &access, replace, tx)?;
+        let s = crate::serving::build(
+            ctx.conn,
+            &ctx.call.arg,
+            ctx.call.columns.as_ref(),
+            lake.as_deref(),
+            &access,
+            replace,
+            tx,
+        )?;
         tx.after_commit(ctx.conn, refresh::warm);
         // Stopped once the build commits (an interrupted build changes nothing, follower included).
         let stopped = ctx.db.followed_elsewhere(&s.source, &access.sandbox);

@@ -8,13 +8,13 @@ use duckdb::Connection;
 use super::glue::table::CompanyFunction;
 use crate::core::dashboard::DashboardQuery;
 use crate::core::error::Result;
-use crate::serving::layer::{self, DayRevenue};
+use crate::serving::read::{self, DayRevenue};
 
 pub struct ServingDashboard;
 
 impl CompanyFunction for ServingDashboard {
     const NAME: &'static str = "serving_dashboard";
     fn query(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue> {
-        layer::dashboard(conn, company, query)
+        read::dashboard(conn, company, query)
     }
 }

@@ -9,7 +9,7 @@ use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
 use crate::host::session::Role;
-use crate::serving::layer;
+use crate::serving::read;
 
 pub struct ServingExplain;
 
@@ -25,7 +25,7 @@ impl RowsFunction for ServingExplain {
     const DASHBOARD: bool = true;
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
-        let plan = layer::explain(ctx.conn, &ctx.call.arg, &ctx.call.dashboard)?;
+        let plan = read::explain(ctx.conn, &ctx.call.arg, &ctx.call.dashboard)?;
         Ok(numbered_lines(&plan)
             .map(|(key, line, text)| vec![Cell::Text(key.into()), Cell::BigInt(line), Cell::Text(text.into())])
             .collect())

@@ -39,6 +39,23 @@ fn every(ctx: &Ctx) -> Result<Duration> {
     Ok(every)
 }
 
+/// What the follower of `source` applies at each tick, once the layer is checked to be built
+/// from it: a Fluss table's changelog, or a Paimon table's snapshots.
+fn follow_apply(ctx: &Ctx, source: &str, access: &crate::lake::Access) -> Result<follow::Apply> {
+    if crate::core::stream::is_fluss(source) {
+        #[cfg(not(duckdb14))]
+        return crate::serving::stream_source::follower(ctx.conn, source, access);
+        #[cfg(duckdb14)]
+        return Err(Error::Refused {
+            function: "serving_follow",
+            problem: "Fluss sources need the DuckDB 1.5+ artifact (the 1.4 artifact is built without the Fluss client)"
+                .into(),
+        });
+    }
+    let path = follow::check_source(ctx.conn, source, access)?;
+    Ok(follow::lake_apply(source.to_string(), path, access.options.clone()))
+}
+
 impl RowsFunction for ServingFollow {
     const NAME: &'static str = "serving_follow";
     const PARAM: Option<&'static str> = Some("source");
@@ -58,7 +75,7 @@ impl RowsFunction for ServingFollow {
         let every = every(ctx)?;
         let source = ctx.call.arg.trim().to_string();
         let access = ctx.db.lake_access(&ctx.call.access, &source);
-        let path = follow::check_source(ctx.conn, &source, &access)?;
+        let apply = follow_apply(ctx, &source, &access)?;
         let publish = match ctx.call.named.get(1).cloned().flatten() {
             Some(target) => {
                 // A target the sandbox forbids is refused now, not by every apply in the background.
@@ -69,15 +86,7 @@ impl RowsFunction for ServingFollow {
             None => None,
         };
         let target = publish.as_ref().map(|p| p.target.clone());
-        let next = follow::start(
-            &ctx.db.session,
-            source.clone(),
-            path,
-            every,
-            ctx.call.search_path.clone(),
-            access.options,
-            publish,
-        )?;
+        let next = follow::start(&ctx.db.session, source.clone(), apply, every, ctx.call.search_path.clone(), publish)?;
         // Swapped under the lock, stopped outside it: stopping waits for an apply in progress,
         // and serving_status must not wait for that.
         let old = ctx.db.follower().replace(next);

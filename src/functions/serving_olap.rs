@@ -9,7 +9,7 @@ use super::glue::rows::Ctx;
 use super::glue::table::CompanyFunction;
 use crate::core::dashboard::DashboardQuery;
 use crate::core::error::Result;
-use crate::serving::layer::DayRevenue;
+use crate::serving::read::DayRevenue;
 
 pub struct ServingOlap;
 

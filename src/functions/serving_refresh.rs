@@ -27,15 +27,17 @@ impl RowsFunction for ServingRefresh {
         ("source", LogicalTypeId::Varchar),
         ("lake_snapshot", LogicalTypeId::Bigint),
         ("elapsed_ms", LogicalTypeId::Double),
+        ("rebuilt_because", LogicalTypeId::Varchar),
     ];
     const ROLE: Role = Role::Writer;
     const NAMED: &'static [(&'static str, LogicalTypeId)] = &[("deleted", LogicalTypeId::Varchar)];
     const LAKE_OPTIONS: bool = true;
+    const COLUMN_MAP: bool = true;
 
     fn write(ctx: &Ctx, tx: &mut Transaction) -> Result<Vec<Vec<Cell>>> {
         let access = ctx.db.lake_access(&ctx.call.access, &ctx.call.arg);
         let deleted = ctx.call.named.first().cloned().flatten();
-        let s = refresh::refresh(ctx.conn, &ctx.call.arg, &access, deleted.as_deref(), tx)?;
+        let s = refresh::refresh(ctx.conn, &ctx.call.arg, ctx.call.columns.as_ref(), &access, deleted.as_deref(), tx)?;
         Ok(vec![vec![
             s.inserted.into(),
             s.updated.into(),
@@ -47,6 +49,7 @@ impl RowsFunction for ServingRefresh {
             s.source.into(),
             s.lake_snapshot.into(),
             s.elapsed_ms.into(),
+            s.rebuilt_because.into(),
         ]])
     }
 }

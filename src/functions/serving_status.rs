@@ -1,7 +1,11 @@
 //! `serving_status()`: one row saying when and from what the serving layer was built and
 //! refreshed, which lake snapshot it reflects, its sizes, the last reconcile outcome, and, for a
 //! Paimon source, how far behind the lake it is and what its follower is doing. `state` is one of
-//! 'not built', 'built', 'following' and 'failing' (the follower's latest apply failed).
+//! 'not built', 'built', 'following', 'failing' (the follower's latest apply failed),
+//! 'rewritten' (the lake table's history no longer holds the snapshot served: a refresh rebuilds)
+//! and 'rebuilding' (the same, seen while a follower runs: its next look rebuilds).
+//! `data_as_of` is the commit time of the snapshot served; `history` says why it is no longer
+//! the table's, `rebuilt_because` why a refresh or follower last rebuilt the layer.
 //! `published_to` / `published_snapshot`: this process's last `serving_publish` (memory only).
 
 use duckdb::core::LogicalTypeId;
@@ -14,6 +18,18 @@ use crate::serving::follow;
 use crate::serving::refresh;
 
 pub struct ServingStatus;
+
+/// A Fluss layer's position and how many records its table's log holds beyond it.
+#[cfg(not(duckdb14))]
+fn stream_lag(s: &refresh::Status, access: &crate::lake::Access) -> Option<(i64, i64)> {
+    let source = s.source.as_deref().filter(|src| crate::core::stream::is_fluss(src))?;
+    crate::serving::stream_source::lag(source, s.stream_position.as_deref(), access)
+}
+
+#[cfg(duckdb14)]
+fn stream_lag(_: &refresh::Status, _: &crate::lake::Access) -> Option<(i64, i64)> {
+    None
+}
 
 /// Where `state` is among the columns.
 const STATE: usize = 18;
@@ -46,6 +62,12 @@ impl RowsFunction for ServingStatus {
         ("mode", LogicalTypeId::Varchar),
         ("published_to", LogicalTypeId::Varchar),
         ("published_snapshot", LogicalTypeId::Bigint),
+        ("data_as_of", LogicalTypeId::TimestampTZ),
+        ("history", LogicalTypeId::Varchar),
+        ("rebuilt_because", LogicalTypeId::Varchar),
+        ("columns", LogicalTypeId::Varchar),
+        ("fluss_offset", LogicalTypeId::Bigint),
+        ("lag_records", LogicalTypeId::Bigint),
     ];
     const ROLE: Role = Role::Reader;
 
@@ -80,14 +102,21 @@ impl RowsFunction for ServingStatus {
         let lag = s
             .source
             .as_deref()
-            .map(|src| follow::lag(src, s.lake_snapshot, &ctx.db.lake_access(&ctx.call.access, src)))
+            .map(|src| {
+                follow::lag(src, s.lake_snapshot, s.lake_snapshot_millis, &ctx.db.lake_access(&ctx.call.access, src))
+            })
             .unwrap_or_default();
+        let stream = stream_lag(&s, &ctx.call.access);
         let published = ctx.db.published.get().clone();
         let ts = |v: Option<i64>| v.map_or(Cell::Null, Cell::Timestamp);
-        let state = match (&following, progress.failing) {
-            (Some(_), true) => "failing",
-            (Some(_), false) => "following",
-            (None, _) => "built",
+        // A layer whose snapshot is no longer the table's history is never reported as fresh:
+        // a follower rebuilds it at its next look, a refresh when one runs.
+        let state = match (&following, progress.failing, lag.rewritten.is_some()) {
+            (Some(_), true, _) => "failing",
+            (Some(_), false, true) => "rebuilding",
+            (Some(_), false, false) => "following",
+            (None, _, true) => "rewritten",
+            (None, _, false) => "built",
         };
         Ok(vec![vec![
             ts(s.built_at),
@@ -112,6 +141,12 @@ impl RowsFunction for ServingStatus {
             Cell::Text(s.mode.name().into()),
             published.as_ref().map(|p| p.target.clone()).into(),
             published.and_then(|p| p.snapshot).into(),
+            s.lake_snapshot_millis.map_or(Cell::Null, |ms| Cell::Timestamp(ms * 1000)),
+            lag.rewritten.into(),
+            s.rebuilt_because.into(),
+            s.columns.into(),
+            stream.map(|(at, _)| at).into(),
+            stream.map(|(_, behind)| behind).into(),
         ]])
     }
 }

@@ -508,6 +508,30 @@ impl LakeTable {
         })
     }
 
+    /// What the table says now about the snapshot `held` a layer reflects (`core::lineage`):
+    /// its newest snapshot, the commit time of the snapshot with the held id if it still exists,
+    /// and, only when the held one is gone (the message names the range), the oldest.
+    pub fn observe(&self, held: i64) -> Result<crate::core::lineage::Observed> {
+        let latest = self.latest_snapshot()?;
+        let manager = self.table.snapshot_manager();
+        let held_commit_millis = if held > 0 && latest.is_some() {
+            self.place.block_on(self.remote, async {
+                if !manager.file_io().new_input(&manager.snapshot_path(held))?.exists().await? {
+                    return Ok(None);
+                }
+                Ok(Some(manager.get_snapshot(held).await?.time_millis() as i64))
+            })?
+        } else {
+            None
+        };
+        let earliest = if held_commit_millis.is_none() && latest.is_some() {
+            self.place.block_on(self.remote, manager.list_all_ids())?.into_iter().min()
+        } else {
+            latest
+        };
+        Ok(crate::core::lineage::Observed { latest, held_commit_millis, earliest })
+    }
+
     /// When snapshot `id` was committed (milliseconds since the epoch).
     pub fn snapshot_time_millis(&self, id: i64) -> Result<i64> {
         let snapshot = self.place.block_on(self.remote, self.table.snapshot_manager().get_snapshot(id))?;

@@ -11,7 +11,7 @@ use duckdb::Connection;
 use crate::core::delta::{self, Merge};
 use crate::core::error::{Error, Result};
 use crate::core::quote;
-use crate::core::schema::{Place, SourceColumns, FACT, META};
+use crate::core::schema::{Place, FACT, META};
 use crate::lake::LakeTable;
 
 /// The staged rows of the new snapshots (a temp table of our own connection, dropped after).
@@ -32,19 +32,47 @@ pub fn additive_since(table: &LakeTable, since: i64, latest: i64) -> Result<bool
 }
 
 /// Builds the change set `out` from the delta of `since+1..=latest` when the table's merge
-/// allows it; `false` (nothing built) otherwise. `types` are the DuckDB types of the source's
-/// order_id, company, order_day and revenue columns.
+/// allows it; `false` (nothing built) otherwise. `read` are the table's columns the layer reads,
+/// its key first, with their DuckDB `types`; `serving_shape` says they are the four serving
+/// columns themselves (a partial-update merge completes a row from `fct_orders`, which only
+/// then holds the same values).
 pub fn stage_changes(
     conn: &Connection,
     table: &LakeTable,
     (since, latest): (i64, i64),
-    columns: &SourceColumns,
-    types: [&str; 4],
+    read: &[String],
+    types: &[&str],
+    serving_shape: bool,
     out: &str,
 ) -> Result<bool> {
     let Ok(merge) = delta::plan(&table.options()) else {
         return Ok(false);
     };
+    // The appender takes only these types from a changes batch as they come.
+    let plain = |t: &&str| {
+        let t = t.to_ascii_uppercase();
+        [
+            "TINYINT",
+            "SMALLINT",
+            "INTEGER",
+            "BIGINT",
+            "HUGEINT",
+            "UTINYINT",
+            "USMALLINT",
+            "UINTEGER",
+            "UBIGINT",
+            "VARCHAR",
+            "DATE",
+            "BOOLEAN",
+            "DOUBLE",
+            "FLOAT",
+        ]
+        .contains(&t.as_str())
+            || t.starts_with("DECIMAL(")
+    };
+    if !types.iter().all(plain) || (matches!(merge, Merge::PartialUpdate) && !serving_shape) {
+        return Ok(false);
+    }
     if !additive_since(table, since, latest)? {
         return Ok(false);
     }
@@ -54,8 +82,7 @@ pub fn stage_changes(
         return Ok(false);
     };
     let failed = |e: duckdb::Error| Error::duckdb(format!("serving: staging the changes of '{}'", table.path()), &e);
-    let wanted = [&columns.order_id, &columns.company, &columns.order_day, &columns.revenue];
-    let names = wanted.map(|c| quote::ident(c));
+    let names: Vec<String> = read.iter().map(|c| quote::ident(c)).collect();
     let ddl = names.iter().zip(types).map(|(n, t)| format!("{n} {t}")).collect::<Vec<_>>().join(", ");
     conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {DELTA} (rowkind VARCHAR, {ddl})")).map_err(failed)?;
     {
@@ -65,7 +92,7 @@ pub fn stage_changes(
             // A changes batch is the row kind, then the table's columns: taken by name.
             let schema = batch.schema();
             let batch = std::iter::once(Ok(0))
-                .chain(wanted.iter().map(|name| schema.index_of(name)))
+                .chain(read.iter().map(|name| schema.index_of(name)))
                 .collect::<std::result::Result<Vec<usize>, _>>()
                 .and_then(|projection| batch.project(&projection))
                 .map_err(|e| Error::internal("serving_refresh", e.to_string()))?;
@@ -73,20 +100,20 @@ pub fn stage_changes(
         }
         appender.flush().map_err(failed)?;
     }
-    let [id, company, day, revenue] = &names;
-    let [_, company_t, day_t, revenue_t] = types;
+    let id = &names[0];
     let sql = match merge {
         // A temp table's rowid is its insertion order: the order the rows were committed in.
-        Merge::Deduplicate => format!(
-            "CREATE OR REPLACE TEMP TABLE {out} AS \
-             SELECT {id}, \
-                 CASE WHEN gone THEN NULL ELSE {company} END AS {company}, \
-                 CASE WHEN gone THEN NULL ELSE {day} END AS {day}, \
-                 CASE WHEN gone THEN NULL ELSE {revenue} END AS {revenue}, gone AS deleted \
-             FROM (SELECT *, rowkind IN ('-D', '-U') AS gone, \
-                       row_number() OVER (PARTITION BY {id} ORDER BY rowid DESC) AS latest FROM {DELTA}) \
-             WHERE latest = 1"
-        ),
+        Merge::Deduplicate => {
+            let others: String =
+                names[1..].iter().map(|c| format!("CASE WHEN gone THEN NULL ELSE {c} END AS {c}, ")).collect();
+            format!(
+                "CREATE OR REPLACE TEMP TABLE {out} AS \
+                 SELECT {id}, {others}gone AS deleted \
+                 FROM (SELECT *, rowkind IN ('-D', '-U') AS gone, \
+                           row_number() OVER (PARTITION BY {id} ORDER BY rowid DESC) AS latest FROM {DELTA}) \
+                 WHERE latest = 1"
+            )
+        }
         Merge::PartialUpdate => {
             let deletes: i64 = conn
                 .query_row(&format!("SELECT count(*) FROM {DELTA} WHERE rowkind NOT IN ('+I', '+U')"), [], |r| r.get(0))
@@ -95,6 +122,8 @@ pub fn stage_changes(
                 conn.execute_batch(&format!("DROP TABLE {DELTA}")).map_err(failed)?;
                 return Ok(false);
             }
+            let (company, day, revenue) = (&names[1], &names[2], &names[3]);
+            let (company_t, day_t, revenue_t) = (types[1], types[2], types[3]);
             let fact = place.of(FACT);
             let last = |c: &str| format!("arg_max({c}, seq) FILTER (WHERE {c} IS NOT NULL)");
             format!(

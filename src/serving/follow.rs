@@ -118,16 +118,20 @@ pub fn check_source(conn: &Connection, source: &str, access: &Access) -> Result<
 /// Applies whatever the lake has beyond what the layer reflects; the new snapshot if any.
 fn apply_once(conn: &Connection, source: &str, path: &str, options: &LakeOptions) -> Result<Option<i64>> {
     let access = Access { sandbox: Sandbox::query(conn)?, options: options.clone() };
-    let (_, applied) = built_from(conn)?;
+    let (applied, millis) = crate::serving::history::held(conn, "serving_follow")?;
     if crate::serving::replica::mode(conn, "serving_follow")? == crate::serving::replica::Mode::Mart {
-        return crate::serving::replica::apply(conn, source, path, &access, applied);
+        return crate::serving::replica::apply(conn, source, path, &access, applied, millis);
     }
-    let latest = LakeTable::open("serving_follow", path, &access)?.latest_snapshot()?;
-    if latest.is_none() || latest <= applied {
+    let table = LakeTable::open("serving_follow", path, &access)?;
+    // A rewritten history is rebuilt by the refresh below even when no newer id exists (a
+    // rollback leaves the latest id at or below the one held).
+    let rewritten = crate::serving::history::rewritten(&table, applied, millis)?.is_some();
+    let latest = table.latest_snapshot()?;
+    if !rewritten && (latest.is_none() || latest <= applied) {
         return Ok(None);
     }
     let mut tx = Transaction::new();
-    let applied = refresh::refresh(conn, source, &access, None, &mut tx);
+    let applied = refresh::refresh(conn, source, None, &access, None, &mut tx);
     match applied {
         Ok(summary) => {
             tx.commit(conn)?;
@@ -163,20 +167,28 @@ fn publish_once(conn: &Connection, to: &PublishTo) -> Result<()> {
 
 /// Starts following `source` (already checked) every `every`, publishing to `publish` after
 /// every apply (and once at the start, so the table reflects the layer from then on).
+/// What a follower applies at each tick: a Paimon table's new snapshots, or a Fluss table's new
+/// changelog records. Returns what was applied (a snapshot id, a log position), None when nothing.
+pub type Apply = Box<dyn FnMut(&Connection) -> Result<Option<i64>> + Send>;
+
+/// The ticks of a follower of the Paimon table at `path`.
+pub fn lake_apply(source: String, path: String, options: LakeOptions) -> Apply {
+    Box::new(move |c| apply_once(c, &source, &path, &options))
+}
+
 pub fn start(
     session: &Arc<Session>,
     source: String,
-    path: String,
+    mut apply: Apply,
     every: Duration,
     search_path: String,
-    options: LakeOptions,
     publish: Option<PublishTo>,
 ) -> Result<Follower> {
     let target = publish.as_ref().map(|p| p.target.clone());
     let stop = Arc::new(AtomicBool::new(false));
     let progress = Arc::new(Mutex::new(Progress::default()));
     let weak = Arc::downgrade(session);
-    let (stop2, progress2, source2) = (stop.clone(), progress.clone(), source.clone());
+    let (stop2, progress2) = (stop.clone(), progress.clone());
     let thread = thread::Builder::new()
         .name("streamhouse-follow".into())
         .spawn(move || {
@@ -188,7 +200,7 @@ pub fn start(
                 // Never queued behind a build or refresh: if the writer is busy, look again at
                 // the next tick (so unfollow and the database's close never wait on a queue).
                 let Some(outcome) = session.try_writer(&search_path, |c| {
-                    let applied = apply_once(c, &source2, &path, &options)?;
+                    let applied = apply(c)?;
                     unpublished |= applied.is_some();
                     // A failed publish does not undo the apply: both are reported.
                     let published = match &publish {
@@ -247,14 +259,20 @@ pub struct Lag {
     pub snapshots: Option<i64>,
     /// Age of the oldest commit not yet applied; 0 when caught up.
     pub millis: Option<i64>,
+    /// Why the snapshot served is no longer the table's history (`serving::history`): the next
+    /// refresh or follower tick rebuilds.
+    pub rewritten: Option<String>,
 }
 
 /// The lag of a layer built from `source` and reflecting snapshot `applied` (None: not a lake
 /// source, or the table cannot be read under the current sandbox).
-pub fn lag(source: &str, applied: Option<i64>, access: &Access) -> Lag {
+pub fn lag(source: &str, applied: Option<i64>, millis: Option<i64>, access: &Access) -> Lag {
     let Some(path) = Origin::lake_path(source, &access.sandbox) else { return Lag::default() };
     let Ok(table) = LakeTable::open("serving_status", &path, access) else { return Lag::default() };
     let Ok(latest) = table.latest_snapshot() else { return Lag::default() };
+    if let Ok(Some(why)) = crate::serving::history::rewritten(&table, applied, millis) {
+        return Lag { latest, snapshots: None, millis: None, rewritten: Some(why) };
+    }
     let applied = applied.unwrap_or(0);
     let behind = latest.map_or(0, |l| (l - applied).max(0));
     let millis = if behind == 0 {
@@ -262,7 +280,7 @@ pub fn lag(source: &str, applied: Option<i64>, access: &Access) -> Lag {
     } else {
         table.snapshot_time_millis(applied + 1).ok().map(|t| (now_micros() / 1000 - t).max(0))
     };
-    Lag { latest, snapshots: Some(behind), millis }
+    Lag { latest, snapshots: Some(behind), millis, rewritten: None }
 }
 
 /// Whether two lake paths name the same table directory.

@@ -1,26 +1,25 @@
-//! The serving layer's operations, run on the extension's own connection: build, dashboard,
-//! OLAP oracle and plan (the dashboard's question and its SQL live in `dashboard`). Each build
+//! Building the fact layer on the extension's own connection: a source resolved against the
+//! serving contract, loaded, checked, and `fct_orders` / `mart_daily` / `serving_meta` replaced
+//! (the readers live in `read`, a Paimon source's staging in `lake_source`). Each build
 //! is one transaction, so a failure leaves the previous `fct_orders` / `mart_daily` exactly as
 //! they were.
 
-use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use duckdb::arrow::array::{Array, Date32Array, Decimal128Array, Int64Array};
-use duckdb::arrow::datatypes::{DataType, Schema};
+use duckdb::arrow::array::{Array, Int64Array};
+use duckdb::arrow::datatypes::DataType;
 use duckdb::types::ValueRef;
 use duckdb::Connection;
 
-use crate::core::dashboard::DashboardQuery;
 use crate::core::dupcheck;
 use crate::core::error::{clean_duckdb_message, Error, Result};
+use crate::core::mapping::ColumnMap;
 use crate::core::quote;
 use crate::core::schema::{self, Place, SourceColumns, FACT, MART, META};
 use crate::core::source::{Origin, Source};
 use crate::host::transaction::Transaction;
-use crate::lake::{Access, LakeTable};
-use crate::serving::delta;
-use crate::serving::handoff::{Contents, Parcel, Part};
+use crate::lake::Access;
+use crate::serving::handoff::Parcel;
 
 /// The one row serving_build returns.
 #[derive(Debug, Clone, Default)]
@@ -57,8 +56,12 @@ pub struct ResolvedSource {
     pub raw: String,
     pub relation: String,
     pub columns: SourceColumns,
-    /// For a Paimon source: the snapshot whose merged state was read.
+    /// For a Paimon source: the snapshot whose merged state was read, and its commit time.
     pub lake_snapshot: Option<i64>,
+    pub lake_snapshot_millis: Option<i64>,
+    /// For a lake refresh: why the snapshot the layer holds is no longer the table's history
+    /// (`serving::history`), so this source is the latest state read whole, to rebuild from.
+    pub rebuild: Option<String>,
     /// For a Paimon source read where it is loaded: the parcel `relation` scans (withdrawn
     /// when dropped).
     pub read: Option<Parcel>,
@@ -102,9 +105,17 @@ impl Drop for AnyOrder<'_> {
 
 /// Resolves a source string. A Paimon source is planned (its snapshot pinned) and read where it
 /// is loaded; a refresh's changed rows are staged into a temp table of our own connection.
-pub fn resolve(conn: &Connection, raw: &str, allow_deleted: bool, access: &Access) -> Result<ResolvedSource> {
+pub fn resolve(
+    conn: &Connection,
+    raw: &str,
+    allow_deleted: bool,
+    map: Option<&ColumnMap>,
+    access: &Access,
+) -> Result<ResolvedSource> {
     let source = match Origin::of(raw, &access.sandbox)? {
-        Origin::Lake(path) => return resolve_lake(conn, raw, &path, allow_deleted, access),
+        Origin::Lake(path) => {
+            return crate::serving::lake_source::resolve(conn, raw, &path, allow_deleted, map, access)
+        }
         Origin::Relation(source) => source,
     };
     if !access.options.is_empty() {
@@ -119,17 +130,39 @@ pub fn resolve(conn: &Connection, raw: &str, allow_deleted: bool, access: &Acces
         refuse_special_file(raw, path, &access.sandbox)?;
     }
     let relation = source.relation_sql();
-    let described = describe(conn, raw, &relation)?;
-    let columns = schema::match_columns(raw, &described)?;
-    Ok(ResolvedSource { raw: raw.into(), relation, columns, lake_snapshot: None, read: None, any_order: false })
+    let (relation, columns) = match map {
+        Some(map) => crate::serving::mapped::wrap(conn, raw, &relation, map)?,
+        None => {
+            let described = describe(conn, raw, &relation)?;
+            let columns = schema::match_columns(raw, &described)?;
+            (relation, columns)
+        }
+    };
+    Ok(ResolvedSource {
+        raw: raw.into(),
+        relation,
+        columns,
+        lake_snapshot: None,
+        lake_snapshot_millis: None,
+        rebuild: None,
+        read: None,
+        any_order: false,
+    })
 }
 
 /// Resolves a refresh's change set and how it marks deletes (`deleted :=`, see
 /// `schema::delete_flag`): an expression must be one boolean expression over the change set's
 /// columns, checked before anything runs.
-pub fn resolve_changes(conn: &Connection, raw: &str, access: &Access, deleted: Option<&str>) -> Result<ResolvedSource> {
-    let mut src = resolve(conn, raw, true, access)?;
-    if src.relation == LAKE_CHANGES {
+pub fn resolve_changes(
+    conn: &Connection,
+    raw: &str,
+    map: Option<&ColumnMap>,
+    access: &Access,
+    deleted: Option<&str>,
+) -> Result<ResolvedSource> {
+    let mut src = resolve(conn, raw, true, map, access)?;
+    // Only a Paimon source arrives with its deletes marked (its row kinds).
+    if src.columns.deleted.is_some() {
         return match deleted {
             None => Ok(src),
             Some(_) => Err(Error::Refused {
@@ -160,6 +193,7 @@ fn boolean_expression(conn: &Connection, src: &ResolvedSource, expr: &str) -> Re
     if expr.contains(';') {
         return Err(bad("a ';' is not part of a boolean expression (give one expression, no statements)".into()));
     }
+    crate::serving::mapped::refuse_non_scalar_calls(conn, "serving_refresh", "deleted", expr)?;
     let probe =
         format!("DESCRIBE SELECT {}, ({expr}) AS deleted FROM {}", src.columns.fact_select_list(), src.relation);
     let t: String = conn
@@ -211,189 +245,26 @@ pub fn duckdb_type_name(dt: &DataType) -> String {
         DataType::Float32 => "FLOAT".into(),
         DataType::Float64 => "DOUBLE".into(),
         DataType::Decimal128(p, s) => format!("DECIMAL({p},{s})"),
+        DataType::Timestamp(unit, tz) => {
+            use duckdb::arrow::datatypes::TimeUnit;
+            match (unit, tz) {
+                (_, Some(_)) => "TIMESTAMP WITH TIME ZONE".into(),
+                (TimeUnit::Second, None) => "TIMESTAMP_S".into(),
+                (TimeUnit::Millisecond, None) => "TIMESTAMP_MS".into(),
+                (TimeUnit::Microsecond, None) => "TIMESTAMP".into(),
+                (TimeUnit::Nanosecond, None) => "TIMESTAMP_NS".into(),
+            }
+        }
+        DataType::Time32(_) | DataType::Time64(_) => "TIME".into(),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_) => "BLOB".into(),
         other => other.to_string(),
     }
-}
-
-/// Where a Paimon source's merged state is staged for the build or refresh SQL.
-const LAKE_STAGE: &str = "__sh_lake";
-
-/// Reads the merged state of a Paimon table (latest snapshot) and stages the serving columns.
-///
-/// For a refresh (`allow_deleted`) whose serving layer was built from the lake at snapshot S,
-/// only the orders changed after S are staged. Where the table's merge allows it
-/// (`serving::delta`), the new snapshots' rows are merged onto the held rows of their keys.
-/// Otherwise their keys come from the table's changes between S and the latest snapshot, their
-/// rows from the latest merged state read with a key predicate (Paimon skips files whose key
-/// range holds none of them), and a key with no merged row any more is staged as deleted.
-fn resolve_lake(
-    conn: &Connection,
-    raw: &str,
-    path: &str,
-    allow_deleted: bool,
-    access: &Access,
-) -> Result<ResolvedSource> {
-    const FUNCTION: &str = "serving";
-    let table = LakeTable::open(FUNCTION, path, access)?;
-    let schema = table.schema()?;
-    let described: Vec<(String, String)> =
-        schema.fields().iter().map(|f| (f.name().clone(), duckdb_type_name(f.data_type()))).collect();
-    let mut columns = schema::match_columns(raw, &described)?;
-    let since = if allow_deleted { built_lake_snapshot(conn, path, access)? } else { None };
-    let arrow_failed = |e: duckdb::arrow::error::ArrowError| Error::Internal {
-        function: format!("serving: staging Paimon table '{path}'"),
-        problem: e.to_string(),
-    };
-    // For a refresh: the keys changed between the snapshot the mart reflects and the latest
-    // one, so that only data files that may hold them are read.
-    let wanted = [&columns.order_id, &columns.company, &columns.order_day, &columns.revenue];
-    let projection: Vec<String> = wanted.iter().map(|c| c.to_string()).collect();
-    let (scan, changed) = match since {
-        None => (table.scan(None, None, Some(projection))?, Vec::new()),
-        Some(since) => {
-            let latest = table.latest_snapshot()?;
-            if since > 0 && latest.is_none_or(|l| l < since) {
-                return Err(Error::Lake {
-                    function: "serving_refresh",
-                    path: path.into(),
-                    problem: format!(
-                        "the table's latest snapshot is {} but the serving layer reflects snapshot {since}: its \
-                         snapshots were removed or it was replaced; rebuild with serving_build",
-                        latest.map_or("none".to_string(), |l| l.to_string())
-                    ),
-                });
-            }
-            if let Some(latest) = latest.filter(|&l| l > since) {
-                let types = wanted.map(|n| described[schema.index_of(n).expect("matched column exists")].1.as_str());
-                if delta::stage_changes(conn, &table, (since, latest), &columns, types, LAKE_CHANGES)? {
-                    columns.deleted = Some(quote::ident("deleted"));
-                    let relation = LAKE_CHANGES.into();
-                    return Ok(ResolvedSource {
-                        raw: raw.into(),
-                        relation,
-                        columns,
-                        lake_snapshot: Some(latest),
-                        read: None,
-                        any_order: false,
-                    });
-                }
-            }
-            let key = schema.index_of(&columns.order_id).expect("matched column exists") + 1; // after rowkind
-            let mut changed: Vec<i64> = Vec::new();
-            if let Some(latest) = latest.filter(|&l| l > since) {
-                for item in table.changes(since + 1, latest) {
-                    let (_, batch) = item?;
-                    let keys =
-                        duckdb::arrow::compute::cast(batch.column(key), &DataType::Int64).map_err(arrow_failed)?;
-                    let keys = keys.as_any().downcast_ref::<Int64Array>().expect("cast to Int64");
-                    changed.extend(keys.iter().flatten());
-                }
-            }
-            changed.sort_unstable();
-            changed.dedup();
-            (table.scan(latest, Some((&columns.order_id, &changed)), Some(projection))?, changed)
-        }
-    };
-    let snapshot = scan.snapshot;
-    // A full build of a snapshot that needs no merge loads through DuckDB's own Parquet reader
-    // (`lake::Scan::plain_sql`).
-    if since.is_none() {
-        if let Some(sql) = scan.plain_sql()? {
-            return Ok(ResolvedSource {
-                raw: raw.into(),
-                relation: format!("({sql})"),
-                columns,
-                lake_snapshot: snapshot,
-                read: None,
-                any_order: false,
-            });
-        }
-    }
-    // The read projects exactly the wanted columns, in that order; DuckDB's threads read it
-    // where a statement scans the parcel (no copy of the rows before the load).
-    let read_schema =
-        Schema::new(wanted.map(|n| schema.field_with_name(n).expect("matched column exists").clone()).to_vec());
-    let parcel = Parcel::new(Contents::Lake { scan: Box::new(scan), schema: Arc::new(read_schema) });
-    let relation = Part::Lake.scan_of(parcel.id());
-    if since.is_none() {
-        let any_order = AnyOrder::allowed(conn);
-        return Ok(ResolvedSource {
-            raw: raw.into(),
-            relation,
-            columns,
-            lake_snapshot: snapshot,
-            read: Some(parcel),
-            any_order,
-        });
-    }
-    let failed = |e: duckdb::Error| Error::duckdb(format!("serving: staging Paimon table '{path}'"), &e);
-    {
-        let _any_order = AnyOrder::set(conn);
-        conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {LAKE_STAGE} AS SELECT * FROM {relation}"))
-            .map_err(failed)?;
-    }
-    conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {LAKE_KEYS} (order_id BIGINT)")).map_err(failed)?;
-    let mut appender = conn.appender(LAKE_KEYS).map_err(failed)?;
-    let keys: duckdb::arrow::array::ArrayRef = Arc::new(Int64Array::from(changed));
-    appender
-        .append_record_batch(
-            duckdb::arrow::record_batch::RecordBatch::try_from_iter([("order_id", keys)]).map_err(arrow_failed)?,
-        )
-        .map_err(failed)?;
-    appender.flush().map_err(failed)?;
-    drop(appender);
-    let id = quote::ident(&columns.order_id);
-    let others = [&columns.company, &columns.order_day, &columns.revenue].map(|c| quote::ident(c)).join(", ");
-    conn.execute_batch(&format!(
-        "CREATE OR REPLACE TEMP TABLE {LAKE_CHANGES} AS
-           SELECT {id}, {others}, false AS deleted FROM {LAKE_STAGE}
-             WHERE {id} IN (SELECT order_id FROM {LAKE_KEYS})
-           UNION ALL
-           SELECT k.order_id, NULL, NULL, NULL, true FROM {LAKE_KEYS} k
-             WHERE k.order_id NOT IN (SELECT {id} FROM {LAKE_STAGE})"
-    ))
-    .map_err(failed)?;
-    columns.deleted = Some(quote::ident("deleted"));
-    Ok(ResolvedSource {
-        raw: raw.into(),
-        relation: LAKE_CHANGES.into(),
-        columns,
-        lake_snapshot: snapshot,
-        read: None,
-        any_order: false,
-    })
 }
 
 /// DuckDB's `threads` setting as our connection sees it (global, so the caller's too).
 pub fn reader_threads(conn: &Connection) -> usize {
     conn.query_row("SELECT current_setting('threads')::BIGINT", [], |r| r.get::<_, i64>(0))
         .map_or(1, |n| n.max(1) as usize)
-}
-
-const LAKE_KEYS: &str = "__sh_lake_keys";
-const LAKE_CHANGES: &str = "__sh_lake_changes";
-
-/// The lake snapshot the serving layer reflects (0: built from the table while it had none).
-/// A lake refresh must read the same Paimon table the serving layer was built from.
-fn built_lake_snapshot(conn: &Connection, path: &str, access: &Access) -> Result<Option<i64>> {
-    let (snapshot, source): (Option<i64>, Option<String>) = conn
-        .query_row(&format!("SELECT lake_snapshot, source FROM {META}"), [], |r| Ok((r.get(0)?, r.get(1)?)))
-        .map_err(|e| not_built("serving_refresh", e))?;
-    let refuse = |why: String| Error::Refused { function: "serving_refresh", problem: why };
-    let same_dir = |a: &str, b: &str| {
-        let (a, b) = (a.trim_end_matches('/'), b.trim_end_matches('/'));
-        a == b || std::path::absolute(a).ok() == std::path::absolute(b).ok()
-    };
-    match source.as_deref().and_then(|s| Origin::lake_path(s, &access.sandbox)) {
-        None => Err(refuse(format!(
-            "the serving layer was built from '{}', not from a Paimon table; run serving_build('paimon:{path}') first",
-            source.unwrap_or_default()
-        ))),
-        Some(built) if !same_dir(&built, path) => Err(refuse(format!(
-            "the serving layer reflects the Paimon table '{built}', not '{path}'; rebuild with serving_build to switch tables"
-        ))),
-        Some(_) => Ok(Some(snapshot.unwrap_or(0))),
-    }
 }
 
 fn first_row_strings(conn: &Connection, sql: &str) -> Option<(String, String)> {
@@ -542,6 +413,7 @@ pub fn build_from(
     src: &ResolvedSource,
     recorded: &str,
     lake_snapshot: Option<i64>,
+    map: Option<&ColumnMap>,
 ) -> Result<()> {
     let staged = place.of(STAGED_FACT);
     let load = format!(
@@ -567,11 +439,20 @@ pub fn build_from(
     conn.execute(
         &format!(
             "INSERT INTO {} VALUES (make_timestamp(?), ?, NULL, NULL, 0, ?, NULL, NULL, (SELECT count(*) FROM {}), ?, ?, ?, \
-             'fact')",
+             'fact', ?, NULL, ?, NULL, NULL, NULL)",
             place.of(META),
             place.of(FACT)
         ),
-        duckdb::params![now_micros(), recorded, lake_snapshot, crate::serving::handoff::random_token(), place.catalog, place.schema],
+        duckdb::params![
+            now_micros(),
+            recorded,
+            lake_snapshot,
+            crate::serving::handoff::random_token(),
+            place.catalog,
+            place.schema,
+            src.lake_snapshot_millis,
+            map.and_then(ColumnMap::encode)
+        ],
     )
     .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
     Ok(())
@@ -623,6 +504,7 @@ const STAGED_FACT: &str = "__streamhouse_fct_orders_new";
 pub fn build(
     conn: &Connection,
     raw: &str,
+    map: Option<&ColumnMap>,
     access: &Access,
     replace: bool,
     tx: &mut Transaction,
@@ -632,7 +514,7 @@ pub fn build(
     // Resolved before the transaction: a Paimon source's planned read (its parcel) must survive
     // a rollback so that explain_load_failure can read it again for the offending row, and
     // whether the load may insert in any order is asked where a refusal aborts nothing.
-    let src = resolve(conn, raw, false, access)?;
+    let src = resolve(conn, raw, false, map, access)?;
     // Checked before the transaction: its probes fail for a name that does not exist, and a
     // failed statement would abort the build's transaction.
     if !replace {
@@ -641,7 +523,7 @@ pub fn build(
     tx.run(conn, || {
         let place = current_place(conn)?;
         let recorded = recorded_source(raw, access);
-        build_from(conn, &place, &src, &recorded, src.lake_snapshot)?;
+        build_from(conn, &place, &src, &recorded, src.lake_snapshot, map)?;
         summarize(conn, &place, &recorded, src.lake_snapshot, started)
     })
     .map_err(|e| {
@@ -721,7 +603,17 @@ pub fn refuse_foreign_tables(conn: &Connection, place: &Place) -> Result<()> {
 }
 
 /// Bookkeeping columns added after the first release of the serving layout.
-const LATER_COLUMNS: [&str; 5] = ["serving_catalog", "serving_schema", "generation", "fct_rows", "order_days"];
+const LATER_COLUMNS: [&str; 9] = [
+    "serving_catalog",
+    "serving_schema",
+    "generation",
+    "fct_rows",
+    "order_days",
+    "lake_snapshot_millis",
+    "rebuilt_because",
+    "columns",
+    "stream_position",
+];
 
 pub fn not_built(function: &'static str, e: duckdb::Error) -> Error {
     let msg = clean_duckdb_message(&e);
@@ -738,66 +630,4 @@ pub fn not_built(function: &'static str, e: duckdb::Error) -> Error {
     } else {
         Error::DuckDb { context: function.into(), message: msg }
     }
-}
-
-/// Per-company answer in columnar form: days since 1970-01-01 and exact revenues.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct DayRevenue {
-    pub days: Vec<i32>,
-    pub revenue: Vec<i128>,
-}
-
-/// Runs one of the per-company queries through a cached prepared statement (one per query
-/// shape: the values are bound, never spliced). Results are taken as whole Arrow columns, never
-/// row by row: this path is what the dashboard latency is made of.
-fn per_company(
-    conn: &Connection,
-    function: &'static str,
-    sql: &str,
-    company: &str,
-    query: &DashboardQuery,
-) -> Result<DayRevenue> {
-    let mut stmt = conn.prepare_cached(sql).map_err(|e| not_built(function, e))?;
-    let mut out = DayRevenue::default();
-    let unexpected = |what: &str| Error::internal(function, format!("unexpected result type for {what}"));
-    let params = duckdb::params_from_iter(query.parameters(company));
-    for batch in stmt.query_arrow(params).map_err(|e| not_built(function, e))? {
-        let days = batch.column(0).as_any().downcast_ref::<Date32Array>().ok_or_else(|| unexpected("order_day"))?;
-        let revenue =
-            batch.column(1).as_any().downcast_ref::<Decimal128Array>().ok_or_else(|| unexpected("revenue"))?;
-        out.days.extend_from_slice(days.values());
-        out.revenue.extend_from_slice(revenue.values());
-    }
-    Ok(out)
-}
-
-pub fn dashboard(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue> {
-    per_company(conn, "serving_dashboard", &query.dashboard_sql(), company, query)
-}
-
-pub fn olap(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue> {
-    per_company(conn, "serving_olap", &query.olap_sql(), company, query)
-}
-
-/// The dashboard's question asked of `relation` (a table of the rollup's shape).
-pub fn per_company_of(
-    conn: &Connection,
-    function: &'static str,
-    relation: crate::core::dashboard::Relation,
-    company: &str,
-    query: &DashboardQuery,
-) -> Result<DayRevenue> {
-    per_company(conn, function, &query.sql(relation), company, query)
-}
-
-/// The physical plan of exactly the dashboard statement of `query`'s shape, with its values bound.
-pub fn explain(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<Vec<(String, String)>> {
-    let sql = format!("EXPLAIN {}", query.dashboard_sql());
-    let mut stmt = conn.prepare(&sql).map_err(|e| not_built("serving_explain", e))?;
-    let rows = stmt
-        .query_map(duckdb::params_from_iter(query.parameters(company)), |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })
-        .map_err(|e| not_built("serving_explain", e))?;
-    rows.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| not_built("serving_explain", e))
 }

@@ -1,21 +1,28 @@
-//! The serving layer's operations, run on the extension's own connections (`host`): `layer`
-//! builds and reads the tables (`fct_orders`, `mart_daily`, ...), `refresh` applies changes and
-//! reconciles, `delta` turns a Paimon table's new snapshots into a refresh's change set, `replica` serves a mart-only layer from a Paimon mart table, `publish` writes the
-//! mart to a Paimon mart table for replicas elsewhere, `follow` keeps a layer fresh from a Paimon
-//! table in the background (and publishes after each apply), `handoff` passes Rust-made batches
-//! to DuckDB through the internal table function, `state` is what a database keeps in memory
-//! (follower, last reconcile, storage options, last publish) and the `Database` value every SQL
-//! function receives. Every write is one transaction: a failure leaves the previous layer
-//! exactly as it was.
+//! The serving layer's operations, run on the extension's own connections (`host`). Building:
+//! `layer` (a table, view or file source), `lake_source` (a Paimon table), `stream_source` (a
+//! Fluss table, by union read), `mapped` (a source read through `columns :=`), `replica` (a
+//! mart-only layer from a Paimon mart table). Reading: `read` (dashboard, OLAP oracle, plan, at
+//! the place the layer records). Keeping fresh: `refresh` (changes, reconcile, status),
+//! `delta` (a Paimon table's new snapshots as a change set), `history` (whether the lake
+//! snapshot held is still the table's), `follow` (the background follower), `publish` (the mart
+//! to a Paimon mart table). `handoff` passes Rust-made batches to DuckDB; `state` is what a
+//! database keeps in memory. Every write is one transaction: a failure leaves the previous
+//! layer exactly as it was.
 
 pub mod delta;
 pub mod follow;
 pub mod handoff;
+pub mod history;
+pub mod lake_source;
 pub mod layer;
+pub mod mapped;
 pub mod publish;
+pub mod read;
 pub mod refresh;
 pub mod replica;
 pub mod state;
+#[cfg(not(duckdb14))]
+pub mod stream_source;
 
 use duckdb::Connection;
 
@@ -30,10 +37,15 @@ use crate::lake::{Access, LakeTable};
 pub fn build(
     conn: &Connection,
     raw: &str,
+    map: Option<&crate::core::mapping::ColumnMap>,
+    lake: Option<&str>,
     access: &Access,
     replace: bool,
     tx: &mut Transaction,
 ) -> Result<layer::BuildSummary> {
+    if crate::core::stream::is_fluss(raw) {
+        return stream_build(conn, raw, map, lake, access, replace, tx);
+    }
     let started = std::time::Instant::now();
     layer::refuse_read_only(conn, "serving_build")?;
     if let Origin::Lake(path) = Origin::of(raw, &access.sandbox)? {
@@ -45,12 +57,43 @@ pub fn build(
             return replica::build(conn, raw, &table, access, tx, started);
         }
     }
-    layer::build(conn, raw, access, replace, tx)
+    layer::build(conn, raw, map, access, replace, tx)
+}
+
+#[cfg(not(duckdb14))]
+fn stream_build(
+    conn: &Connection,
+    raw: &str,
+    map: Option<&crate::core::mapping::ColumnMap>,
+    lake: Option<&str>,
+    access: &Access,
+    replace: bool,
+    tx: &mut Transaction,
+) -> Result<layer::BuildSummary> {
+    stream_source::build(conn, raw, map, lake, access, replace, tx)
+}
+
+/// The DuckDB 1.4 artifact is built without the Fluss client.
+#[cfg(duckdb14)]
+fn stream_build(
+    _: &Connection,
+    raw: &str,
+    _: Option<&crate::core::mapping::ColumnMap>,
+    _: Option<&str>,
+    _: &Access,
+    _: bool,
+    _: &mut Transaction,
+) -> Result<layer::BuildSummary> {
+    Err(Error::BadSource {
+        source: raw.into(),
+        reason: "Fluss sources need the DuckDB 1.5+ artifact (the 1.4 artifact is built without the Fluss client)"
+            .into(),
+    })
 }
 
 /// `serving_olap`: the dashboard's question asked of `fct_orders`; a replica has none and says so.
-pub fn olap(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<layer::DayRevenue> {
-    layer::olap(conn, company, query).or_else(|e| match e {
+pub fn olap(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<read::DayRevenue> {
+    read::olap(conn, company, query).or_else(|e| match e {
         // fct_orders missing while serving_meta is there: a mart-only replica.
         Error::NotBuilt { .. } => {
             replica::refuse_in_mart_mode(conn, "serving_olap", replica::NEEDS_FACT)?;

@@ -19,6 +19,7 @@ use duckdb::Connection;
 use crate::core::dupcheck;
 use crate::core::error::Probe;
 use crate::core::error::{clean_duckdb_message, Error, Result};
+use crate::core::mapping::ColumnMap;
 use crate::core::mart::{Delta, Group, Mart};
 use crate::core::schema::{Place, COUNTS, FACT, MART, META};
 use crate::core::VECTOR_SIZE;
@@ -26,6 +27,7 @@ use crate::host::transaction::{in_transaction, Transaction};
 use crate::lake::Access;
 use crate::serving::handoff::{self, Contents, Parcel, Part};
 use crate::serving::layer::{self, not_built, now_micros, ResolvedSource};
+use crate::serving::read;
 
 #[derive(Debug, Clone, Default)]
 pub struct RefreshSummary {
@@ -40,11 +42,15 @@ pub struct RefreshSummary {
     pub source: String,
     pub lake_snapshot: Option<i64>,
     pub elapsed_ms: f64,
+    /// Set when the refresh rebuilt the layer instead (its held snapshot was no longer the
+    /// lake table's history): why.
+    pub rebuilt_because: Option<String>,
 }
 
 /// Fails with NotBuilt unless a build has created the serving tables.
 pub fn require_built(conn: &Connection, function: &'static str) -> Result<()> {
-    conn.query_row(&format!("SELECT count(*) FROM {META}, {COUNTS} LIMIT 1"), [], |r| r.get::<_, i64>(0))
+    let place = read::served_place(conn, function)?;
+    conn.query_row(&format!("SELECT count(*) FROM {} LIMIT 1", place.of(COUNTS)), [], |r| r.get::<_, i64>(0))
         .map(|_| ())
         .map_err(|e| not_built(function, e))
 }
@@ -252,7 +258,7 @@ pub fn current_mart(conn: &Connection, function: &'static str) -> Result<Arc<Mar
         if let Some(warm) = generation.and_then(cached_mart) {
             return Ok(warm.mart);
         }
-        Ok(Arc::new(read_mart(conn, &layer::current_place(conn)?)?))
+        Ok(Arc::new(read_mart(conn, &read::served_place(conn, function)?)?))
     })
 }
 
@@ -388,10 +394,20 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
     let generation = handoff::random_token();
     conn.prepare_cached(&format!(
         "UPDATE {} SET refreshed_at = make_timestamp(?), refresh_source = ?, refreshes = refreshes + 1, \
-         lake_snapshot = coalesce(?, lake_snapshot), fct_rows = ?, generation = ?",
+         lake_snapshot = coalesce(?, lake_snapshot), lake_snapshot_millis = coalesce(?, lake_snapshot_millis), \
+         fct_rows = ?, generation = ?",
         place.of(META)
     ))
-    .and_then(|mut stmt| stmt.execute(duckdb::params![now_micros(), src.raw, lake_snapshot, s.fct_rows, generation]))
+    .and_then(|mut stmt| {
+        stmt.execute(duckdb::params![
+            now_micros(),
+            src.raw,
+            lake_snapshot,
+            src.lake_snapshot_millis,
+            s.fct_rows,
+            generation
+        ])
+    })
     .map_err(|e| Error::duckdb("serving_refresh: writing serving_meta", &e))?;
     let mut dead_rows = dead_before + replaced;
     if dead_rows >= COMPACT_MIN.max(s.fct_rows / COMPACT_SHARE) {
@@ -406,6 +422,12 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
     }
     s.elapsed_ms = layer::elapsed_ms(started);
     Ok(Applied { summary: s, generation, mart: Warm { mart: next, dead_rows } })
+}
+
+/// Applies a resolved change set inside the caller's open transaction (a Fluss union read
+/// applies its changelog onto the lake part this way, in the build's transaction).
+pub fn apply_changes(conn: &Connection, src: &ResolvedSource, started: Instant) -> Result<RefreshSummary> {
+    apply(conn, src, None, started).map(|a| a.summary)
 }
 
 /// Leaves the writer connection warm after a build, so the first refresh costs what later ones
@@ -428,6 +450,8 @@ pub fn warm(conn: &Connection) {
             .into(),
         columns,
         lake_snapshot: None,
+        lake_snapshot_millis: None,
+        rebuild: None,
         read: None,
         any_order: false,
     };
@@ -451,6 +475,7 @@ pub fn warm(conn: &Connection) {
 pub fn refresh(
     conn: &Connection,
     raw: &str,
+    map: Option<&ColumnMap>,
     access: &Access,
     deleted: Option<&str>,
     tx: &mut Transaction,
@@ -462,7 +487,16 @@ pub fn refresh(
         "serving_refresh",
         "a replica is kept fresh by serving_follow on its mart table, or rebuilt by serving_build",
     )?;
-    let src = layer::resolve_changes(conn, raw, access, deleted)?;
+    refuse_local_changes_on_lake(conn, raw, access)?;
+    // The map given, else the one the layer was built with (a change set has the source's shape).
+    let map = match map {
+        Some(m) => Some(m.clone()),
+        None => recorded_map(conn)?,
+    };
+    let src = layer::resolve_changes(conn, raw, map.as_ref(), access, deleted)?;
+    if let Some(why) = src.rebuild.clone() {
+        return rebuild(conn, &src, map.as_ref(), &why, tx, started);
+    }
     let applied = tx
         .run(conn, || apply(conn, &src, src.lake_snapshot, started))
         .map_err(|e| layer::explain_load_failure(conn, e))?;
@@ -470,6 +504,93 @@ pub fn refresh(
     let (generation, mart) = (applied.generation, applied.mart);
     tx.after_commit(conn, move |_| remember_mart(generation, mart));
     Ok(applied.summary)
+}
+
+/// The column map the layer was built with (`serving_meta.columns`), if any.
+pub fn recorded_map(conn: &Connection) -> Result<Option<ColumnMap>> {
+    let text: Option<String> = conn
+        .query_row(&format!("SELECT columns FROM {META}"), [], |r| r.get(0))
+        .map_err(|e| not_built("serving_refresh", e))?;
+    match text {
+        None => Ok(None),
+        Some(t) => ColumnMap::decode(&t).map(Some).ok_or_else(|| Error::Refused {
+            function: "serving_refresh",
+            problem: format!("serving_meta records a column map that cannot be read ('{t}'); run serving_build again"),
+        }),
+    }
+}
+
+/// A layer built from a Paimon table moves with that table only: a local change set would make
+/// it diverge from the lake, and the next lake change to such an order could not be applied.
+fn refuse_local_changes_on_lake(conn: &Connection, raw: &str, access: &Access) -> Result<()> {
+    use crate::core::source::Origin;
+    if matches!(Origin::of(raw, &access.sandbox), Ok(Origin::Lake(_))) {
+        return Ok(());
+    }
+    let source: Option<String> = conn
+        .query_row(&format!("SELECT source FROM {META}"), [], |r| r.get(0))
+        .map_err(|e| not_built("serving_refresh", e))?;
+    match source.as_deref().and_then(|s| Origin::lake_path(s, &access.sandbox)) {
+        None => Ok(()),
+        Some(lake) => Err(Error::Refused {
+            function: "serving_refresh",
+            problem: format!(
+                "the serving layer is served from the Paimon table '{lake}', so a local change set ('{raw}') would \
+                 make it diverge from the lake; retract in the lake (write the change, e.g. a -D row, to that table) \
+                 and refresh or follow from it, or serving_build('{raw}') to serve that source instead"
+            ),
+        }),
+    }
+}
+
+/// A lake refresh whose held snapshot is no longer the table's history (`serving::history`):
+/// the layer is rebuilt from the latest snapshot `src` reads, at the place and under the source
+/// serving_meta records, in the caller's transaction, and `why` is recorded. A rebuild that
+/// fails says what was held and what to run.
+fn rebuild(
+    conn: &Connection,
+    src: &ResolvedSource,
+    map: Option<&ColumnMap>,
+    why: &str,
+    tx: &mut Transaction,
+    started: Instant,
+) -> Result<RefreshSummary> {
+    let (source, refreshes, place): (String, i64, Place) = conn
+        .query_row(&format!("SELECT source, refreshes, serving_catalog, serving_schema FROM {META}"), [], |r| {
+            Ok((r.get(0)?, r.get(1)?, Place { catalog: r.get(2)?, schema: r.get(3)? }))
+        })
+        .map_err(|e| not_built("serving_refresh", e))?;
+    let built = tx.run(conn, || {
+        layer::build_from(conn, &place, src, &source, src.lake_snapshot, map)?;
+        conn.execute(
+            &format!(
+                "UPDATE {} SET refreshed_at = make_timestamp(?), refresh_source = ?, refreshes = ?, rebuilt_because = ?",
+                place.of(META)
+            ),
+            duckdb::params![now_micros(), src.raw, refreshes + 1, why],
+        )
+        .map_err(|e| Error::duckdb("serving_refresh: writing serving_meta", &e))?;
+        layer::summarize(conn, &place, &source, src.lake_snapshot, started)
+    });
+    let summary = built.map_err(|e| {
+        if src.any_order {
+            layer::AnyOrder::reset(conn);
+        }
+        let e = layer::explain_load_failure(conn, e);
+        Error::Refused {
+            function: "serving_refresh",
+            problem: crate::serving::history::cannot_rebuild(why, &source, &e.to_string()),
+        }
+    })?;
+    Ok(RefreshSummary {
+        fct_rows: summary.fct_rows,
+        mart_rows: summary.mart_rows,
+        source: src.raw.clone(),
+        lake_snapshot: summary.lake_snapshot,
+        elapsed_ms: layer::elapsed_ms(started),
+        rebuilt_because: Some(why.to_string()),
+        ..Default::default()
+    })
 }
 
 /// One differing row of a reconciliation.
@@ -494,7 +615,8 @@ pub fn reconcile(conn: &Connection) -> Result<(Vec<Difference>, Option<i64>)> {
         let failed = |e: duckdb::Error| Error::duckdb("serving_reconcile", &e);
         let generation: Option<i64> =
             conn.query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get(0)).map_err(failed)?;
-        let mut stmt = conn.prepare(&crate::core::schema::reconcile_sql()).map_err(failed)?;
+        let place = read::served_place(conn, "serving_reconcile")?;
+        let mut stmt = conn.prepare(&crate::core::schema::reconcile_sql(&place)).map_err(failed)?;
         let diffs = stmt
             .query_map([], |r| {
                 Ok(Difference {
@@ -561,22 +683,31 @@ pub struct Status {
     /// Which state serving_meta describes.
     pub generation: Option<i64>,
     pub mode: crate::serving::replica::Mode,
+    /// Commit time (ms) of `lake_snapshot`, and why the layer was last rebuilt by a refresh.
+    pub lake_snapshot_millis: Option<i64>,
+    pub rebuilt_because: Option<String>,
+    /// The column map the layer was built with (`core::mapping`'s recorded form).
+    pub columns: Option<String>,
+    /// For a Fluss source: each bucket's log offset read up to (`bucket:offset,...`).
+    pub stream_position: Option<String>,
 }
 
 pub fn status(conn: &Connection) -> Result<Status> {
     require_built(conn, "serving_status")?;
     let mode = crate::serving::replica::mode(conn, "serving_status")?;
+    let place = read::served_place(conn, "serving_status")?;
     let fact_rows = match mode {
-        crate::serving::replica::Mode::Fact => format!("(SELECT count(*) FROM {FACT})"),
+        crate::serving::replica::Mode::Fact => format!("(SELECT count(*) FROM {})", place.of(FACT)),
         crate::serving::replica::Mode::Mart => "CAST(NULL AS BIGINT)".to_string(),
     };
     let epoch_us = |col: &str| format!("epoch_us({col})");
     let sql = format!(
         "SELECT {}, source, {}, refresh_source, refreshes, lake_snapshot, \
-         {fact_rows}, (SELECT count(*) FROM {MART}), {}, last_reconcile_clean, generation \
-         FROM {META}",
+         {fact_rows}, (SELECT count(*) FROM {}), {}, last_reconcile_clean, generation, lake_snapshot_millis, \
+         rebuilt_because, columns, stream_position FROM {META}",
         epoch_us("built_at"),
         epoch_us("refreshed_at"),
+        place.of(MART),
         epoch_us("last_reconcile_at"),
     );
     let mut s = conn
@@ -595,6 +726,10 @@ pub fn status(conn: &Connection) -> Result<Status> {
                 age_seconds: 0.0,
                 generation: r.get(10)?,
                 mode,
+                lake_snapshot_millis: r.get(11)?,
+                rebuilt_because: r.get(12)?,
+                columns: r.get(13)?,
+                stream_position: r.get(14)?,
             })
         })
         .map_err(|e| not_built("serving_status", e))?;

@@ -28,6 +28,7 @@ use crate::core::tier::{MART_COLUMNS, MART_KEY};
 use crate::host::transaction::Transaction;
 use crate::lake::{Access, LakeTable};
 use crate::serving::layer::{self, BuildSummary};
+use crate::serving::read;
 use crate::serving::refresh::{self, Difference};
 
 /// The mart table's column names, in the order they are read.
@@ -275,7 +276,7 @@ pub fn build(
         conn.execute(
             &format!(
                 "INSERT INTO {} VALUES (make_timestamp(?), ?, NULL, NULL, 0, ?, NULL, NULL, \
-                 (SELECT coalesce(sum(orders), 0) FROM {STAGE}), ?, ?, ?, 'mart')",
+                 (SELECT coalesce(sum(orders), 0) FROM {STAGE}), ?, ?, ?, 'mart', ?, NULL, NULL, NULL, NULL, NULL)",
                 place.of(META)
             ),
             duckdb::params![
@@ -284,7 +285,8 @@ pub fn build(
                 snapshot,
                 crate::serving::handoff::random_token(),
                 place.catalog,
-                place.schema
+                place.schema,
+                crate::serving::history::commit_millis(table, snapshot)?
             ],
         )
         .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
@@ -379,15 +381,32 @@ fn merge_changes(conn: &Connection, place: &Place) -> Result<()> {
 /// A follower's apply on a replica: the mart table's snapshots after the one served, applied in
 /// one transaction — their changed groups only when they are plain appends, else the latest
 /// snapshot read whole. Returns the snapshot applied.
-pub fn apply(conn: &Connection, raw: &str, path: &str, access: &Access, served: Option<i64>) -> Result<Option<i64>> {
+pub fn apply(
+    conn: &Connection,
+    raw: &str,
+    path: &str,
+    access: &Access,
+    served: Option<i64>,
+    millis: Option<i64>,
+) -> Result<Option<i64>> {
     let table = LakeTable::open("serving_follow", path, access)?;
-    let Some(latest) = table.latest_snapshot()? else { return Ok(None) };
-    if served.is_some_and(|s| latest <= s) {
+    // A mart table whose history no longer holds the snapshot served is read whole again.
+    let rewritten = crate::serving::history::rewritten(&table, served, millis)?;
+    let Some(latest) = table.latest_snapshot()? else {
+        return match rewritten {
+            Some(why) => Err(Error::Refused {
+                function: "serving_follow",
+                problem: crate::serving::history::cannot_rebuild(&why, raw, "the mart table has no snapshot"),
+            }),
+            None => Ok(None),
+        };
+    };
+    if rewritten.is_none() && served.is_some_and(|s| latest <= s) {
         return Ok(None);
     }
     let by_changes = match served {
-        Some(s) => incremental(&table, s, latest)?,
-        None => false,
+        Some(s) if rewritten.is_none() => incremental(&table, s, latest)?,
+        _ => false,
     };
     let snapshot = if by_changes {
         stage_changes(conn, raw, &table, served.expect("checked") + 1, latest)?;
@@ -406,11 +425,18 @@ pub fn apply(conn: &Connection, raw: &str, path: &str, access: &Access, served: 
         conn.execute(
             &format!(
                 "UPDATE {} SET refreshed_at = make_timestamp(?), refresh_source = source, refreshes = refreshes + 1, \
-                 lake_snapshot = ?, fct_rows = (SELECT coalesce(sum(list_sum(orders)), 0) FROM {}), generation = ?",
+                 lake_snapshot = ?, fct_rows = (SELECT coalesce(sum(list_sum(orders)), 0) FROM {}), generation = ?, \
+                 lake_snapshot_millis = ?, rebuilt_because = coalesce(?, rebuilt_because)",
                 place.of(META),
                 place.of(COUNTS)
             ),
-            duckdb::params![layer::now_micros(), snapshot, crate::serving::handoff::random_token()],
+            duckdb::params![
+                layer::now_micros(),
+                snapshot,
+                crate::serving::handoff::random_token(),
+                crate::serving::history::commit_millis(&table, snapshot)?,
+                rewritten
+            ],
         )
         .map_err(|e| Error::duckdb("serving_follow: recording the apply", &e))?;
         Ok(())
@@ -546,7 +572,7 @@ pub fn olap_from_lake(
     query: &crate::core::dashboard::DashboardQuery,
     fact: &str,
     access: &Access,
-) -> Result<layer::DayRevenue> {
+) -> Result<read::DayRevenue> {
     let (mart, _) = lake_fact_mart(conn, "serving_olap", fact, access, Some(company))?;
     let failed = |e: duckdb::Error| Error::duckdb("serving_olap: staging the lake fact's groups", &e);
     conn.execute_batch(&format!(
@@ -560,7 +586,7 @@ pub fn olap_from_lake(
         appender.append_record_batch(crate::serving::publish::mart_batch(&groups)?).map_err(failed)?;
         appender.flush().map_err(failed)?;
     }
-    let answer = layer::per_company_of(
+    let answer = read::per_company_of(
         conn,
         "serving_olap",
         crate::core::dashboard::Relation::Rollup(OLAP_STAGE),

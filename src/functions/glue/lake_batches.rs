@@ -56,15 +56,20 @@ pub fn options_type() -> LogicalTypeHandle {
     LogicalTypeHandle::map(&varchar, &varchar)
 }
 
-/// The `options` named parameter (empty when absent or NULL). Keys and values must be non-NULL
-/// text; a value is never echoed back, since it may be a secret.
-pub fn options_param(bind: &BindInfo, function: &'static str) -> Result<LakeOptions> {
-    let Some(v) = bind.get_named_parameter(OPTIONS).filter(|v| !v.is_null()) else {
-        return Ok(LakeOptions::default());
+/// The `(key, value)` texts of the MAP named parameter `name` (None when absent or NULL); a
+/// NULL key or value is refused, naming it as `what`.
+pub fn map_param(
+    bind: &BindInfo,
+    function: &'static str,
+    name: &'static str,
+    what: &str,
+) -> Result<Option<Vec<(String, String)>>> {
+    let Some(v) = bind.get_named_parameter(name).filter(|v| !v.is_null()) else {
+        return Ok(None);
     };
     // Each key/value handle DuckDB returns below is owned by a `Value` that destroys it.
     let raw = super::value::raw_value(&v);
-    let bad = |problem: String| Error::BadArgument { function, parameter: OPTIONS, value: "MAP {…}".into(), problem };
+    let bad = |problem: String| Error::BadArgument { function, parameter: name, value: "MAP {…}".into(), problem };
     // SAFETY: `raw` is a live MAP value (the parameter is declared MAP) while `v` is borrowed.
     let size = unsafe { duckdb::ffi::duckdb_get_map_size(raw) };
     let mut pairs = Vec::new();
@@ -74,24 +79,48 @@ pub fn options_param(bind: &BindInfo, function: &'static str) -> Result<LakeOpti
         // SAFETY: as for the key.
         let value = Value::from(unsafe { duckdb::ffi::duckdb_get_map_value(raw, i) });
         if key.is_null() {
-            return Err(bad("an option key is NULL".into()));
+            return Err(bad(format!("an {what} key is NULL")));
         }
-        let key = super::value::text_arg(&key, function, OPTIONS)?;
+        let key = super::value::text_arg(&key, function, name)?;
         if value.is_null() {
-            return Err(bad(format!("option '{key}' is NULL")));
+            return Err(bad(format!("{what} '{key}' is NULL")));
         }
-        let value = super::value::text_arg(&value, function, OPTIONS)
-            .map_err(|_| bad(format!("option '{key}' holds a NUL character")))?;
+        let value = super::value::text_arg(&value, function, name)
+            .map_err(|_| bad(format!("{what} '{key}' holds a NUL character")))?;
         pairs.push((key, value));
     }
+    Ok(Some(pairs))
+}
+
+/// `columns := MAP {...}` (`core::mapping`), checked at bind.
+pub fn columns_param(bind: &BindInfo, function: &'static str) -> Result<Option<crate::core::mapping::ColumnMap>> {
+    let Some(pairs) = map_param(bind, function, COLUMNS, "column")? else { return Ok(None) };
+    let map = crate::core::mapping::ColumnMap::parse(function, &pairs)?;
+    Ok((!map.is_empty()).then_some(map))
+}
+
+/// `columns := MAP {'order_id': 'id', ...}`: how the source feeds the serving columns.
+pub const COLUMNS: &str = "columns";
+
+/// The `options` named parameter (empty when absent or NULL). Keys and values must be non-NULL
+/// text; a value is never echoed back, since it may be a secret.
+pub fn options_param(bind: &BindInfo, function: &'static str) -> Result<LakeOptions> {
+    let Some(pairs) = map_param(bind, function, OPTIONS, "option")? else {
+        return Ok(LakeOptions::default());
+    };
     let options = LakeOptions::new(pairs);
     if let Some(key) = options.unknown_key() {
         let known: Vec<String> = crate::lake::S3_KEYS.iter().map(|k| format!("s3.{k}")).collect();
-        return Err(bad(format!(
-            "unknown option key '{}' (a misspelt key would be ignored by the storage); the keys are {}",
-            crate::core::error::shown(key),
-            known.join(", ")
-        )));
+        return Err(Error::BadArgument {
+            function,
+            parameter: OPTIONS,
+            value: "MAP {…}".into(),
+            problem: format!(
+                "unknown option key '{}' (a misspelt key would be ignored by the storage); the keys are {}",
+                crate::core::error::shown(key),
+                known.join(", ")
+            ),
+        });
     }
     Ok(options)
 }

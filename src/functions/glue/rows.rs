@@ -95,6 +95,8 @@ pub struct Call {
     pub named: Vec<Option<String>>,
     /// For the dashboard functions: their checked named parameters (`dashboard_args`).
     pub dashboard: DashboardQuery,
+    /// For the functions that read a source: `columns := MAP {...}`, checked (`core::mapping`).
+    pub columns: Option<crate::core::mapping::ColumnMap>,
 }
 
 /// Reads the single VARCHAR parameter `name` of `function` (refusing NULL) and the caller's
@@ -120,6 +122,7 @@ pub fn bind_call(bind: &BindInfo, function: &'static str, name: Option<&'static 
         access: Access { sandbox: super::settings::sandbox(bind), options: Default::default() },
         named: Vec::new(),
         dashboard: DashboardQuery::default(),
+        columns: None,
     })
 }
 
@@ -218,12 +221,12 @@ impl Rows {
 
 /// Dashboard-shaped rows: (order_day DATE, revenue HUGEINT), copied column-wise.
 pub struct DayRevenueRows {
-    data: crate::serving::layer::DayRevenue,
+    data: crate::serving::read::DayRevenue,
     next: AtomicUsize,
 }
 
 impl DayRevenueRows {
-    pub fn new(data: crate::serving::layer::DayRevenue) -> Self {
+    pub fn new(data: crate::serving::read::DayRevenue) -> Self {
         DayRevenueRows { data, next: AtomicUsize::new(0) }
     }
 

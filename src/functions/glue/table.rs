@@ -17,7 +17,7 @@ use crate::core::dashboard::DashboardQuery;
 use crate::core::error::{Error, Result};
 use crate::host::session::Role;
 use crate::host::transaction::Transaction;
-use crate::serving::layer::DayRevenue;
+use crate::serving::read::DayRevenue;
 
 /// A table function returning materialized rows.
 pub trait RowsFunction {
@@ -31,6 +31,8 @@ pub trait RowsFunction {
     const NAMED: &'static [(&'static str, LogicalTypeId)] = &[];
     /// Whether the function reads Paimon tables and so takes `options := MAP {...}`.
     const LAKE_OPTIONS: bool = false;
+    /// Whether the function reads a source and so takes `columns := MAP {...}`.
+    const COLUMN_MAP: bool = false;
     /// Whether the function asks the dashboard's question and so takes its named parameters
     /// (`top`, `from_day`, `to_day`, `grain`: `dashboard_args`), checked into `Call::dashboard`.
     const DASHBOARD: bool = false;
@@ -85,6 +87,9 @@ impl<F: RowsFunction> VTab for Table<F> {
             if F::LAKE_OPTIONS {
                 call.access.options = lake_batches::options_param(bind, F::NAME)?;
             }
+            if F::COLUMN_MAP {
+                call.columns = lake_batches::columns_param(bind, F::NAME)?;
+            }
             if F::DASHBOARD {
                 call.dashboard = dashboard_args::bind(bind, F::NAME)?;
             }
@@ -122,6 +127,9 @@ impl<F: RowsFunction> VTab for Table<F> {
         let mut named: Vec<_> = F::NAMED.iter().map(|(n, t)| (n.to_string(), rows::type_handle(t))).collect();
         if F::LAKE_OPTIONS {
             named.push((lake_batches::OPTIONS.to_string(), lake_batches::options_type()));
+        }
+        if F::COLUMN_MAP {
+            named.push((lake_batches::COLUMNS.to_string(), lake_batches::options_type()));
         }
         if F::DASHBOARD {
             named.extend(dashboard_args::declare());

@@ -1,0 +1,488 @@
+//! A Fluss primary-key table as the source of the serving layer: the union read of a build and
+//! the changelog a follower applies.
+//!
+//! A build reads (1) the lake snapshot Fluss's tiering committed for the table — the Paimon
+//! table of the same path, read by streamhouse's own lake reader at exactly that snapshot, Fluss's
+//! system columns `__bucket`, `__offset`, `__timestamp` left out — and (2) every bucket's
+//! changelog from the offset that snapshot holds up to the end offsets taken when the build
+//! starts, then keeps the last change per key and applies it onto (1) as a refresh, all in one
+//! transaction: no row missed, none twice, and the build finishes. A table without tiering is
+//! read from its changelog alone, which must then still start at offset 0.
+//!
+//! The layer records where each bucket's log was read up to (`serving_meta.stream_position`),
+//! so a follower tails the log from exactly there (`follow_stream`), each batch one atomic
+//! retraction-exact refresh.
+
+use std::time::{Duration, Instant};
+
+use duckdb::arrow::record_batch::RecordBatch as Batch60;
+use duckdb::Connection;
+
+use crate::core::error::{Error, Result};
+use crate::core::mapping::ColumnMap;
+use crate::core::quote;
+use crate::core::schema::{self, Place, META};
+use crate::core::stream::{self, FlussAddress};
+use crate::fluss::log::{Tail, BUCKET, KIND, OFFSET};
+use crate::fluss::table::{self, Facts, Position};
+use crate::fluss::Site;
+use crate::host::transaction::Transaction;
+use crate::lake::Access;
+use crate::serving::layer::{self, BuildSummary, ResolvedSource};
+use crate::serving::{lake_source, mapped, refresh};
+
+/// Where the changelog read by a build or an apply is staged, and its last change per key.
+const LOG: &str = "__sh_fluss_log";
+const CHANGES: &str = "__sh_fluss_changes";
+/// How long a build may take to read the changelog up to its end offsets.
+const LOG_READ_LIMIT: Duration = Duration::from_secs(120);
+
+/// The Fluss address in `raw`, or a BadSource naming what is wrong with it.
+pub fn address(raw: &str) -> Result<FlussAddress> {
+    stream::parse(raw).map_err(|reason| Error::BadSource { source: raw.into(), reason })
+}
+
+/// The table's columns a read decodes: the four serving columns (by name, any case), or the
+/// key and what the map uses; the key first.
+fn read_columns(raw: &str, facts: &Facts, map: Option<&ColumnMap>) -> Result<Vec<String>> {
+    match map {
+        Some(map) => {
+            let key = map.key_column(&facts.columns).ok_or_else(|| Error::BadArgument {
+                function: "serving_build",
+                parameter: "columns",
+                value: map.exprs[0].clone().unwrap_or_else(|| "order_id".into()),
+                problem: format!(
+                    "for a Fluss table order_id must be its primary key column, by name (the table's key is {})",
+                    facts.primary_keys.join(", ")
+                ),
+            })?;
+            let mut cols = vec![key.clone()];
+            cols.extend(map.inputs(&facts.columns).into_iter().filter(|c| *c != key).cloned());
+            Ok(cols)
+        }
+        None => {
+            let typed: Vec<(String, String)> = facts.columns.iter().map(|c| (c.clone(), "ANY".into())).collect();
+            let find = |want: &str| typed.iter().find(|(n, _)| n.eq_ignore_ascii_case(want)).map(|(n, _)| n.clone());
+            crate::core::mapping::SERVING
+                .iter()
+                .map(|want| {
+                    find(want).ok_or_else(|| Error::MissingColumn {
+                        source: raw.into(),
+                        column: want,
+                        found: facts.columns.clone(),
+                    })
+                })
+                .collect()
+        }
+    }
+}
+
+/// Refuses what a serving source cannot be: a log table (no primary key), a partitioned table,
+/// a key that is not the serving key.
+fn check_table(site: &Site, facts: &Facts, key: &str) -> Result<()> {
+    let refuse = |problem: String| Error::Fluss { function: site.function, table: site.address.uri(), problem };
+    if facts.primary_keys.is_empty() {
+        return Err(refuse(
+            "it is a log table without a primary key; streamhouse serves a primary-key table (one merged row per \
+             order): create it with PRIMARY KEY (order_id) NOT ENFORCED"
+                .into(),
+        ));
+    }
+    if facts.partitioned {
+        return Err(refuse("it is partitioned, which streamhouse does not read yet".into()));
+    }
+    if facts.primary_keys.len() != 1 || !facts.primary_keys[0].eq_ignore_ascii_case(key) {
+        return Err(refuse(format!(
+            "its primary key is ({}), but order_id is read from '{key}': the serving key must be the table's key",
+            facts.primary_keys.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// The Paimon table Fluss tiers this table into: `<warehouse>/<database>.db/<table>`, the
+/// warehouse given (`lake :=`) or the cluster's `datalake.paimon.warehouse`.
+fn lake_path(site: &Site, given: Option<&str>) -> Result<String> {
+    let warehouse = match given {
+        Some(w) => w.trim().trim_start_matches("paimon:").to_string(),
+        None => table::lake_warehouse(site)?.ok_or_else(|| {
+            site.err(
+                "the table is tiered into Paimon but the cluster does not tell its warehouse; give it: \
+                 lake := '<datalake.paimon.warehouse>'",
+            )
+        })?,
+    };
+    let warehouse = warehouse.trim_start_matches("file://").trim_end_matches('/').to_string();
+    Ok(format!("{warehouse}/{}.db/{}", site.address.database, site.address.table))
+}
+
+/// Stages changelog batches into `LOG` (its columns as the batches bring them) and the last
+/// change per key into `CHANGES` (the read columns, then `deleted`). False: nothing arrived.
+fn stage_log(conn: &Connection, read: &[String], batches: &[Batch60]) -> Result<bool> {
+    let failed = |e: duckdb::Error| Error::duckdb("serving: staging the Fluss changelog", &e);
+    let Some(first) = batches.iter().find(|b| b.num_rows() > 0) else { return Ok(false) };
+    let cols = first
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| format!("{} {}", quote::ident(f.name()), layer::duckdb_type_name(f.data_type())))
+        .collect::<Vec<_>>()
+        .join(", ");
+    conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {LOG} ({cols})")).map_err(failed)?;
+    {
+        let mut appender = conn.appender(LOG).map_err(failed)?;
+        for b in batches.iter().filter(|b| b.num_rows() > 0) {
+            appender.append_record_batch(b.clone()).map_err(failed)?;
+        }
+        appender.flush().map_err(failed)?;
+    }
+    let key = quote::ident(&read[0]);
+    let others: String =
+        read[1..].iter().map(|c| format!("CASE WHEN gone THEN NULL ELSE {0} END AS {0}, ", quote::ident(c))).collect();
+    conn.execute_batch(&format!(
+        "CREATE OR REPLACE TEMP TABLE {CHANGES} AS \
+         SELECT {key}, {others}gone AS deleted FROM ( \
+             SELECT *, {KIND} IN ('-D', '-U') AS gone, \
+                    row_number() OVER (PARTITION BY {key} ORDER BY {BUCKET}, {OFFSET} DESC) AS latest FROM {LOG}) \
+         WHERE latest = 1; \
+         DROP TABLE {LOG}"
+    ))
+    .map_err(failed)?;
+    Ok(true)
+}
+
+/// The staged change set as a refresh source, seen through the map.
+fn changes_source(conn: &Connection, raw: &str, map: Option<&ColumnMap>) -> Result<ResolvedSource> {
+    let (relation, mut columns) = match map {
+        Some(map) => mapped::wrap(conn, raw, CHANGES, map)?,
+        None => (CHANGES.to_string(), schema::match_columns(raw, &layer::describe(conn, raw, CHANGES)?)?),
+    };
+    columns.deleted = Some(quote::ident("deleted"));
+    Ok(ResolvedSource {
+        raw: raw.into(),
+        relation,
+        columns,
+        lake_snapshot: None,
+        lake_snapshot_millis: None,
+        rebuild: None,
+        read: None,
+        any_order: false,
+    })
+}
+
+/// An empty build source of the serving shape (a table with nothing tiered and an empty log).
+fn empty_source(raw: &str) -> Result<ResolvedSource> {
+    let typed = |n: &str, t: &str| (n.to_string(), t.to_string());
+    let described = [
+        typed("order_id", "BIGINT"),
+        typed("company", "VARCHAR"),
+        typed("order_day", "DATE"),
+        typed("revenue", "BIGINT"),
+    ];
+    Ok(ResolvedSource {
+        raw: raw.into(),
+        relation: "(SELECT NULL::BIGINT AS order_id, NULL::VARCHAR AS company, NULL::DATE AS order_day, \
+                   NULL::BIGINT AS revenue LIMIT 0) AS empty"
+            .into(),
+        columns: schema::match_columns(raw, &described)?,
+        lake_snapshot: None,
+        lake_snapshot_millis: None,
+        rebuild: None,
+        read: None,
+        any_order: false,
+    })
+}
+
+/// What a union read found: where it started, where it ended, and the lake part.
+pub struct UnionRead {
+    pub lake: Option<(i64, String)>,
+    pub start: Position,
+    pub end: Position,
+    pub how: &'static str,
+}
+
+/// `serving_build('fluss://...')` inside `tx` (left open for the caller to commit).
+pub fn build(
+    conn: &Connection,
+    raw: &str,
+    map: Option<&ColumnMap>,
+    lake: Option<&str>,
+    access: &Access,
+    replace: bool,
+    tx: &mut Transaction,
+) -> Result<BuildSummary> {
+    let started = Instant::now();
+    layer::refuse_read_only(conn, "serving_build")?;
+    let address = address(raw)?;
+    let site = Site::new("serving_build", address.clone(), &access.sandbox)?;
+    if !replace {
+        layer::refuse_foreign_tables(conn, &layer::current_place(conn)?)?;
+    }
+    let recorded = address.uri();
+    let (base, changes, read) = union_read(conn, &site, raw, map, lake, access)?;
+    let summary = tx.run(conn, || {
+        let place = layer::current_place(conn)?;
+        layer::build_from(conn, &place, &base, &recorded, read.lake.as_ref().map(|l| l.0), map)?;
+        if let Some(changes) = &changes {
+            refresh::apply_changes(conn, changes, Instant::now())?;
+        }
+        record(conn, &place, &read)?;
+        layer::summarize(conn, &place, &recorded, read.lake.as_ref().map(|l| l.0), started)
+    });
+    summary.map_err(|e| {
+        if base.any_order {
+            layer::AnyOrder::reset(conn);
+        }
+        layer::explain_load_failure(conn, e)
+    })
+}
+
+/// Reads the lake part and the changelog after it: the lake source (or an empty one), the
+/// staged change set (None: the log had nothing after the lake), and the positions.
+fn union_read(
+    conn: &Connection,
+    site: &Site,
+    raw: &str,
+    map: Option<&ColumnMap>,
+    lake: Option<&str>,
+    access: &Access,
+) -> Result<(ResolvedSource, Option<ResolvedSource>, UnionRead)> {
+    let facts = table::facts(site)?;
+    let read = read_columns(raw, &facts, map)?;
+    check_table(site, &facts, &read[0])?;
+    let end = table::end_offsets(site, facts.buckets)?;
+    let earliest = table::earliest_offsets(site, facts.buckets)?;
+    let point = if facts.lake_enabled { table::lake_point(site)? } else { None };
+    let (base, start, lake_part, how) = match point {
+        Some((snapshot, offsets, how)) => {
+            let path = lake_path(site, lake)?;
+            let src = lake_source::resolve_at(conn, raw, &path, snapshot, &read, map, access)?;
+            (Some(src), offsets, Some((snapshot, path)), how)
+        }
+        None => (None, Position::default(), None, "log"),
+    };
+    for (bucket, first) in &earliest.0 {
+        if *first > start.at(*bucket) {
+            return Err(site.err(if facts.lake_enabled {
+                format!(
+                    "bucket {bucket}'s log starts at offset {first}, after the offset {} the lake snapshot holds: the \
+                     rows between were not retained; wait for the next tiering and build again",
+                    start.at(*bucket)
+                )
+            } else {
+                format!(
+                    "the table is not tiered into a lake and bucket {bucket}'s log no longer starts at offset 0 (it \
+                     starts at {first}), so its full state cannot be read; create it with 'table.datalake.enabled' = \
+                     'true'"
+                )
+            }));
+        }
+    }
+    let mut tail = Tail::open(site, &read, facts.buckets, &start)?;
+    let batches = tail.read_until(site, &end, LOG_READ_LIMIT)?;
+    let staged = stage_log(conn, &read, &batches)?;
+    let base = match base {
+        Some(b) => b,
+        None if staged => {
+            let mut empty = changes_source(conn, raw, map)?;
+            empty.relation = format!("(SELECT * FROM {} WHERE false) AS nothing_tiered", empty.relation);
+            empty.columns.deleted = None;
+            empty
+        }
+        None => empty_source(raw)?,
+    };
+    let changes = if staged { Some(changes_source(conn, raw, map)?) } else { None };
+    Ok((base, changes, UnionRead { lake: lake_part, start, end, how }))
+}
+
+/// Records the Fluss position (and where the lake part came from) in serving_meta.
+pub fn record(conn: &Connection, place: &Place, read: &UnionRead) -> Result<()> {
+    conn.execute(
+        // The changelog applied onto the lake part is part of the build, not a refresh of it.
+        &format!(
+            "UPDATE {} SET stream_position = ?, stream_lake = ?, stream_read = ?, refreshes = 0, refreshed_at = NULL, \
+             refresh_source = NULL",
+            place.of(META)
+        ),
+        duckdb::params![read.end.encode(), read.lake.as_ref().map(|l| l.1.clone()), read.how],
+    )
+    .map(|_| ())
+    .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))
+}
+
+/// How long a follower's tick waits for new records.
+const TICK_WAIT: Duration = Duration::from_millis(50);
+
+/// What the layer records about its Fluss source.
+struct Recorded {
+    position: Position,
+    map: Option<ColumnMap>,
+    lake: Option<String>,
+    place: Place,
+}
+
+fn recorded(conn: &Connection, function: &'static str) -> Result<Recorded> {
+    let (position, map, lake, catalog, schema): (Option<String>, Option<String>, Option<String>, String, String) = conn
+        .query_row(
+            &format!("SELECT stream_position, columns, stream_lake, serving_catalog, serving_schema FROM {META}"),
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .map_err(|e| layer::not_built(function, e))?;
+    let position = position.as_deref().and_then(Position::decode).ok_or_else(|| Error::Refused {
+        function,
+        problem: "serving_meta records no Fluss log position; run serving_build('fluss://...') again".into(),
+    })?;
+    Ok(Recorded { position, map: map.as_deref().and_then(ColumnMap::decode), lake, place: Place { catalog, schema } })
+}
+
+/// A running follower's view of its Fluss table: the scanner, kept open between ticks.
+struct Follow {
+    site: Site,
+    raw: String,
+    access: Access,
+    facts: Facts,
+    read: Vec<String>,
+    tail: Option<Tail>,
+}
+
+/// Checks that the layer was built from `raw` and returns the follower's tick.
+pub fn follower(conn: &Connection, raw: &str, access: &Access) -> Result<crate::serving::follow::Apply> {
+    let address = address(raw)?;
+    let site = Site::new("serving_follow", address.clone(), &access.sandbox)?;
+    let built: Option<String> = conn
+        .query_row(&format!("SELECT source FROM {META}"), [], |r| r.get(0))
+        .map_err(|e| layer::not_built("serving_follow", e))?;
+    if built.as_deref().and_then(|b| stream::parse(b).ok()) != Some(address.clone()) {
+        return Err(Error::Refused {
+            function: "serving_follow",
+            problem: format!(
+                "the serving layer was built from '{}', not from '{}'; run serving_build('{}') first",
+                built.unwrap_or_default(),
+                address.uri(),
+                address.uri()
+            ),
+        });
+    }
+    let rec = recorded(conn, "serving_follow")?;
+    let facts = table::facts(&site)?;
+    let read = read_columns(raw, &facts, rec.map.as_ref())?;
+    let mut state = Follow { site, raw: raw.to_string(), access: access.clone(), facts, read, tail: None };
+    Ok(Box::new(move |c| {
+        let outcome = tick(c, &mut state);
+        if outcome.is_err() {
+            // Reopened from the recorded position at the next tick.
+            state.tail = None;
+        }
+        outcome
+    }))
+}
+
+/// One tick: the records that arrived, applied as one refresh with the new position; a log that
+/// no longer holds the position (cleaned, or shorter after a lost write) rebuilds by union read.
+fn tick(conn: &Connection, state: &mut Follow) -> Result<Option<i64>> {
+    let rec = recorded(conn, "serving_follow")?;
+    if state.tail.is_none() {
+        let earliest = table::earliest_offsets(&state.site, state.facts.buckets)?;
+        let end = table::end_offsets(&state.site, state.facts.buckets)?;
+        if let Some(why) = position_lost(&rec.position, &earliest, &end) {
+            return rebuild(conn, state, &rec, &why).map(Some);
+        }
+        state.tail = Some(Tail::open(&state.site, &state.read, state.facts.buckets, &rec.position)?);
+    }
+    let tail = state.tail.as_mut().expect("opened above");
+    let batches = tail.poll(&state.site, TICK_WAIT)?;
+    if batches.iter().all(|b| b.num_rows() == 0) {
+        // Quiet: make sure the log still holds what was applied (Fluss can lose acknowledged
+        // writes when a lone tablet server dies; the offsets are then reused).
+        let end = table::end_offsets(&state.site, state.facts.buckets)?;
+        if let Some(why) = position_lost(&rec.position, &Position::default(), &end) {
+            return rebuild(conn, state, &rec, &why).map(Some);
+        }
+        return Ok(None);
+    }
+    let position = tail.position.clone();
+    stage_log(conn, &state.read, &batches)?;
+    let changes = changes_source(conn, &state.raw, rec.map.as_ref())?;
+    let mut tx = Transaction::new();
+    let done = tx.run(conn, || {
+        refresh::apply_changes(conn, &changes, Instant::now())?;
+        conn.execute(
+            &format!(
+                "UPDATE {} SET stream_position = ?, refreshed_at = make_timestamp(?), refresh_source = source, \
+                 refreshes = refreshes + 1",
+                rec.place.of(META)
+            ),
+            duckdb::params![position.encode(), layer::now_micros()],
+        )
+        .map_err(|e| Error::duckdb("serving_follow: recording the Fluss position", &e))?;
+        Ok(())
+    });
+    match done {
+        Ok(()) => tx.commit(conn)?,
+        Err(e) => {
+            tx.rollback(conn);
+            return Err(layer::explain_load_failure(conn, e));
+        }
+    }
+    Ok(Some(position.total()))
+}
+
+/// Why the recorded position can no longer be continued from: a bucket's log now starts after
+/// it (cleaned by retention) or ends before it (records it applied are gone).
+fn position_lost(position: &Position, earliest: &Position, end: &Position) -> Option<String> {
+    for (bucket, at) in &position.0 {
+        if earliest.at(*bucket) > *at {
+            return Some(format!(
+                "bucket {bucket}'s log now starts at offset {}, after the position {at} the layer reflects (retention \
+                 removed records it had not applied)",
+                earliest.at(*bucket)
+            ));
+        }
+        if let Some(e) = end.0.get(bucket).filter(|e| **e < *at) {
+            return Some(format!(
+                "bucket {bucket}'s log now ends at offset {e}, before the position {at} the layer reflects (the cluster \
+                 lost records the layer had applied)"
+            ));
+        }
+    }
+    None
+}
+
+/// Rebuilds the followed layer by a union read, at its place, with its map; records why.
+fn rebuild(conn: &Connection, state: &mut Follow, rec: &Recorded, why: &str) -> Result<i64> {
+    state.tail = None;
+    let (base, changes, read) =
+        union_read(conn, &state.site, &state.raw, rec.map.as_ref(), rec.lake.as_deref(), &state.access)?;
+    let recorded = state.site.address.uri();
+    let mut tx = Transaction::new();
+    let done = tx.run(conn, || {
+        layer::build_from(conn, &rec.place, &base, &recorded, read.lake.as_ref().map(|l| l.0), rec.map.as_ref())?;
+        if let Some(changes) = &changes {
+            refresh::apply_changes(conn, changes, Instant::now())?;
+        }
+        record(conn, &rec.place, &read)?;
+        conn.execute(&format!("UPDATE {} SET rebuilt_because = ?", rec.place.of(META)), duckdb::params![why])
+            .map(|_| ())
+            .map_err(|e| Error::duckdb("serving_follow: recording the rebuild", &e))
+    });
+    match done {
+        Ok(()) => tx.commit(conn)?,
+        Err(e) => {
+            tx.rollback(conn);
+            return Err(layer::explain_load_failure(conn, e));
+        }
+    }
+    Ok(read.end.total())
+}
+
+/// The Fluss position of a layer built from a Fluss table, and how far the table's log is
+/// beyond it (None when not a Fluss layer or the cluster does not answer): for serving_status.
+pub fn lag(source: &str, recorded_position: Option<&str>, access: &Access) -> Option<(i64, i64)> {
+    let address = stream::parse(source).ok()?;
+    let position = Position::decode(recorded_position?)?;
+    let site = Site::new("serving_status", address, &access.sandbox).ok()?;
+    let buckets = position.0.keys().max().map_or(0, |b| b + 1);
+    let end = table::end_offsets(&site, buckets).ok()?;
+    Some((position.total(), position.behind(&end)))
+}
