@@ -11,7 +11,6 @@ it asks for `stops_fluss_cluster`).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import subprocess
@@ -23,6 +22,7 @@ import fluss
 import pyarrow as pa
 import pytest
 from conftest import ROOT, build, connect, dashboard, oracle
+from support.fluss_client import run, tiering_progress, wait_tiered
 from support.fluss_util import COMPANIES, cluster, listening_sockets, order_stream, replay
 
 # The cluster's start (~15-30 s on 2 busy cores) counts against the first test that uses it.
@@ -40,50 +40,10 @@ SCHEMA = pa.schema(
 )
 PROPERTIES = {"table.datalake.enabled": "true", "table.datalake.freshness": "1s"}
 SEED, N_OPS = 40, 4000
-TIERED_WITHIN = 120  # seconds; measured: a few seconds once the tiering job has the table
-
-
-def run(coroutine_function, state: dict):
-    """Runs `coroutine_function(connection)` on a fresh asyncio loop (pyfluss's calls need one), with a
-    connection to the cluster that is closed afterwards."""
-
-    async def main():
-        connection = await fluss.FlussConnection.create(fluss.Config({"bootstrap.servers": state["bootstrap"]}))
-        try:
-            return await coroutine_function(connection)
-        finally:
-            await connection.close()
-
-    return asyncio.run(main())
 
 
 async def end_offsets(admin) -> dict[int, int]:
-    return await admin.list_offsets(PATH, list(range(BUCKETS)), fluss.OffsetSpec.latest())
-
-
-async def wait_tiered(admin, state: dict):
-    """Fluss's latest lake snapshot once its per-bucket offsets equal the log end offsets (every record
-    tiered into Paimon); fails after TIERED_WITHIN seconds, naming both and the tiering log."""
-    deadline = time.monotonic() + TIERED_WITHIN
-    while True:
-        ends = await end_offsets(admin)
-        try:
-            snapshot = await admin.get_latest_lake_snapshot(PATH)
-            tiered = {bucket.bucket_id: offset for bucket, offset in snapshot.table_buckets_offset.items()}
-        except fluss.FlussError as e:
-            if e.error_code != fluss.ErrorCode.LAKE_SNAPSHOT_NOT_EXIST:
-                raise
-            snapshot, tiered = None, {}
-        if tiered == ends:
-            return snapshot
-        if time.monotonic() > deadline:
-            pytest.fail(
-                f"{DATABASE}.{TABLE} not tiered within {TIERED_WITHIN} s: log end offsets {ends}, latest lake "
-                f"snapshot {snapshot and snapshot.snapshot_id} at {tiered}\n"
-                + cluster.log_tail(Path(state["dir"]), "tiering"),
-                pytrace=False,
-            )
-        await asyncio.sleep(0.5)
+    return (await tiering_progress(admin, PATH, BUCKETS))[0]
 
 
 async def write(writer, ops) -> None:
@@ -117,7 +77,7 @@ def table(fluss_cluster) -> dict:
             "columns": info.get_column_names(),
         }
 
-    return run(create, fluss_cluster)
+    return run(create, fluss_cluster["bootstrap"])
 
 
 @pytest.fixture(scope="module")
@@ -133,12 +93,12 @@ def orders(fluss_cluster, table) -> dict:
         writer = (await connection.get_table(PATH)).new_upsert().create_writer()
         began = time.monotonic()
         await write(writer, ops[:cut])
-        first = await wait_tiered(admin, fluss_cluster)
+        first = await wait_tiered(admin, PATH, BUCKETS, fluss_cluster["dir"])
         await write(writer, ops[cut:])
-        last = await wait_tiered(admin, fluss_cluster)
+        last = await wait_tiered(admin, PATH, BUCKETS, fluss_cluster["dir"])
         return first, last, await end_offsets(admin), time.monotonic() - began
 
-    first, last, ends, seconds = run(stream, fluss_cluster)
+    first, last, ends, seconds = run(stream, fluss_cluster["bootstrap"])
     print(
         f"{len(ops)} operations written and tiered in {seconds:.1f} s (lake snapshots {first.snapshot_id}, "
         f"{last.snapshot_id})"
@@ -162,7 +122,7 @@ def test_the_cluster_is_up_on_loopback_only(fluss_cluster):
     async def nodes(connection):
         return await connection.get_admin().get_server_nodes()
 
-    got = sorted((n.server_type, n.host, n.port) for n in run(nodes, fluss_cluster))
+    got = sorted((n.server_type, n.host, n.port) for n in run(nodes, fluss_cluster["bootstrap"]))
     assert got == [
         ("CoordinatorServer", "127.0.0.1", ports["coordinator"]),
         ("TabletServer", "127.0.0.1", ports["tablet-server"]),
@@ -235,7 +195,7 @@ def test_pyfluss_reads_agree(fluss_cluster, orders):
                     records.append((record.change_type.short_string(), record.row))
         return looked, records
 
-    looked, records = run(read, fluss_cluster)
+    looked, records = run(read, fluss_cluster["bootstrap"])
     for oid, row in looked.items():
         want = state.get(oid)
         got = None if row is None else (row["order_id"], row["company"], row["order_day"], row["revenue"])
