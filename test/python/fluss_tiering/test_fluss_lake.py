@@ -5,8 +5,8 @@ service writing it into Paimon, and the extension serving that Paimon table.
 
 The oracle is plain Python over the stream written: each order's last value, deletes removed
 (support/fluss_util.py's replay), then SUM(revenue) per (company, order_day) (conftest's oracle).
-The last test stops the cluster the way `make fluss-down` does (after every other test of the session:
-it asks for `stops_fluss_cluster`).
+The last test stops the cluster the way `make fluss-down` does (after every other test of the session
+that uses it: it asks for `stops_fluss_cluster`).
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ def test_pyfluss_reads_agree(fluss_cluster, orders):
 
 def test_fluss_down_stops_every_process(stops_fluss_cluster):
     """`make fluss-down`'s command on the session's cluster: every JVM it started is gone (by pid), its
-    ports are closed, and no process carries the cluster's marker. Runs last in the session."""
+    ports are closed, and no process carries the cluster's marker. Runs after the cluster's other users."""
     directory, pids = stops_fluss_cluster["dir"], stops_fluss_cluster["pids"]
     assert all(Path(f"/proc/{pid}").exists() for pid in pids.values())
     done = subprocess.run(

@@ -3,10 +3,11 @@
 `fluss_cluster` (a session fixture, registered by the root conftest's pytest_plugins) starts one real
 Fluss cluster per session with scripts/fluss_cluster.py, the script behind `make fluss-up`: ZooKeeper,
 a coordinator, one tablet server and the lake tiering service, on 127.0.0.1, in a directory of
-pytest's. A test that stops it asks for `stops_fluss_cluster` instead, and so runs last. It is
-stopped at the end whatever happens: by the fixture's finalizer, by an atexit hook (an interrupted
-session) and, should the test process itself be killed, by the kernel (each JVM is started with
-PR_SET_PDEATHSIG). The finalizer fails the session if any process of it survives.
+pytest's. A test that stops it asks for `stops_fluss_cluster` instead (it then runs after the other
+users of the cluster). It is stopped at the end whatever happens: by the fixture's finalizer, by an
+atexit hook (an interrupted session) and, should the test process itself be killed, by the kernel
+(each JVM is started with PR_SET_PDEATHSIG). The finalizer fails the session if any process of it
+survives.
 
 Also here: a seeded stream of order upserts, corrections and deletes with its pure-Python oracle (the
 state per key after the stream), and which sockets a set of processes listens on.
@@ -57,13 +58,24 @@ def fluss_cluster(tmp_path_factory) -> dict:
 
 @pytest.fixture
 def stops_fluss_cluster(fluss_cluster) -> dict:
-    """`fluss_cluster`, for a test that stops it (as `make fluss-down` does): every test that asks for
-    this runs after all the others of the session (pytest_collection_modifyitems below)."""
+    """`fluss_cluster`, for a test that stops it (as `make fluss-down` does): such a test runs right
+    after the session's last other test that uses the cluster (pytest_collection_modifyitems below),
+    so the cluster is neither stopped under another test nor left idle for the rest of the suite."""
     return fluss_cluster
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items):
-    items.sort(key=lambda item: "stops_fluss_cluster" in getattr(item, "fixturenames", ()))  # stable
+    def uses(item, fixture: str) -> bool:
+        return fixture in getattr(item, "fixturenames", ())
+
+    stoppers = [item for item in items if uses(item, "stops_fluss_cluster")]
+    if not stoppers:
+        return
+    rest = [item for item in items if not uses(item, "stops_fluss_cluster")]
+    users = [n for n, item in enumerate(rest) if uses(item, "fluss_cluster")]
+    at = users[-1] + 1 if users else len(rest)
+    items[:] = rest[:at] + stoppers + rest[at:]
 
 
 # --------------------------------------------------------------------------------------------
