@@ -164,3 +164,75 @@ def test_columns_in_another_order_with_more_columns(tmp_path):
         table.commit(rows)
     con.execute("SELECT * FROM serving_refresh(?)", [lake_source(wh, "f")]).fetchall()
     assert_serves(con, merged_after("partial-update", commits), "columns in another order")
+
+
+def test_more_than_64_snapshots_behind_reads_the_merged_state(tmp_path):
+    """The delta path takes at most 64 snapshots (README, lake refresh): 64 commits behind, a
+    refresh still works with every file the build read moved away; 65 behind, it reads the merged
+    state of the changed keys, so with those files gone it fails naming the missing file, and with
+    them back it equals the oracle."""
+    rng = random.Random(64)
+    wh = Warehouse(tmp_path / "wh")
+    table = create_orders(wh, "f", "deduplicate")
+    first = random_lake_commits(rng, "deduplicate", 0, first=300)[0]
+    # then 129 commits of one row each: a correction or a move of an order of the first commit
+    commits = [first] + [
+        [{**first[rng.randrange(len(first))], "revenue": rng.randint(-500, 5000), "op": "+U"}] for _ in range(129)
+    ]
+    table.commit(commits[0])
+    con = connect()
+    source = lake_source(wh, "f")
+    con.execute("SELECT * FROM serving_build(?)", [source]).fetchall()
+    moved = move_data_files(Path(wh.path("f")), tmp_path / "away")
+    for rows in commits[1:65]:
+        table.commit(rows)
+    assert len(table.commits) == 65
+    con.execute("SELECT * FROM serving_refresh(?)", [source]).fetchall()  # 64 behind: the delta path
+    assert_serves(con, merged_after("deduplicate", table.commits), "64 snapshots behind, the build's files gone")
+    for rows in commits[65:]:
+        table.commit(rows)
+    assert len(table.commits) - 65 == 65  # snapshots behind
+    with pytest.raises(Exception) as e:
+        con.execute("SELECT * FROM serving_refresh(?)", [source]).fetchall()
+    message = str(e.value)
+    assert "serving_refresh" in message and ("No such file" in message or "NotFound" in message), message
+    for original, kept in moved:
+        shutil.move(kept, original)
+    got = con.execute("SELECT lake_snapshot FROM serving_refresh(?)", [source]).fetchone()
+    assert got == (len(table.commits),), got
+    assert_serves(con, merged_after("deduplicate", table.commits), "65 snapshots behind")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known bug (issue 39): a lake refresh over an OVERWRITE snapshot applies nothing (0 changes, the "
+    "old rows kept) yet records the snapshot; the changed keys come from the snapshots' changes, which say "
+    "nothing of the rows an OVERWRITE dropped",
+)
+def test_an_overwrite_commit_replaces_the_whole_fact(tmp_path):
+    """An OVERWRITE snapshot (the whole table rewritten) never takes the delta path: after the
+    refresh the layer holds exactly the overwrite's rows — orders it left out are gone."""
+    rng = random.Random(65)
+    wh = Warehouse(tmp_path / "wh")
+    table = create_orders(wh, "f", "partial-update")
+    commits = random_lake_commits(rng, "partial-update", 3, first=200)
+    for rows in commits:
+        table.commit(rows)
+    con = connect()
+    source = lake_source(wh, "f")
+    con.execute("SELECT * FROM serving_build(?)", [source]).fetchall()
+    kept = merged_after("partial-update", commits)[::3]  # a third of the orders, revenue changed
+    rewritten = [{**r, "revenue": r["revenue"] + 1} for r in kept]
+    wb = table.table.new_batch_write_builder().overwrite()
+    w, c = wb.new_write(), wb.new_commit()
+    try:
+        w.write_arrow(pa.Table.from_pylist(rewritten, schema=ORDERS))
+        c.commit(w.prepare_commit())
+    finally:
+        w.close()
+        c.close()
+    snapshot = table.table.snapshot_manager().get_latest_snapshot()
+    assert snapshot.commit_kind == "OVERWRITE", snapshot.commit_kind
+    got = con.execute("SELECT lake_snapshot FROM serving_refresh(?)", [source]).fetchone()
+    assert got == (snapshot.id,), got
+    assert_serves(con, rewritten, "after an OVERWRITE commit")
