@@ -15,6 +15,7 @@ import datetime
 import json
 import os
 import random
+import shutil
 from collections import defaultdict
 from pathlib import Path
 
@@ -398,3 +399,33 @@ def test_the_publish_after_32_incremental_commits_rewrites_the_whole_mart(tmp_pa
     back = publish(other, target)  # the table moved under `other`: read back, due for a rewrite
     assert back["upserted"] == 1 and snapshot_file(wh, "mart_rw", back["snapshot"])["commitKind"] == "OVERWRITE"
     assert published(wh, "mart_rw") == oracle_mart(rows)
+
+
+def test_a_failed_publish_while_following_is_a_failed_tick_never_an_undone_apply(fact):
+    """serving_follow(..., publish := ...) whose target turns into a table of another key: the
+    apply still happens (the layer equals the merged fact), the publish is refused — last_error
+    names the target, the state is 'failing' — and once the target is free again the next tick
+    publishes the mart (pypaimon's read equals the oracle) and the state is back to 'following'."""
+    wh, table, commits = fact
+    source, target = lake_source(wh, "fct_orders"), lake_source(wh, "mart_pub")
+    con = connect()
+    con.execute("SELECT * FROM serving_build(?)", [source]).fetchall()
+    con.execute("SELECT * FROM serving_follow(?, every := INTERVAL '50 ms', publish := ?)", [source, target]).fetchall()
+    try:
+        want = oracle_mart(merged_after("deduplicate", commits[:5]))
+        wait_for(lambda: (Path(wh.path("mart_pub")) / "snapshot").is_dir(), 30, "the first publish")
+        wait_for(lambda: published(wh, "mart_pub") == want, 30, "the first publish's content")
+        shutil.rmtree(wh.path("mart_pub"))
+        other_key = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.int64())])
+        wh.create("mart_pub", other_key, ["id"], {"bucket": "1"})
+        table.commit(commits[5])
+        s = wait_for(lambda: (st := status_dict(con))["last_error"] and st, 30, "the refused publish")
+        assert s["state"] == "failing" and wh.path("mart_pub") in s["last_error"], s
+        assert s["lake_snapshot"] == 6, s  # the apply happened
+        assert local_mart(con) == oracle_mart(merged_after("deduplicate", commits[:6]))
+        shutil.rmtree(wh.path("mart_pub"))  # the target is free again: created on the next tick
+        want = oracle_mart(merged_after("deduplicate", commits[:6]))
+        wait_for(lambda: status_dict(con)["state"] == "following", 60, "the follower to publish again")
+        assert published(wh, "mart_pub") == want
+    finally:
+        con.execute("SELECT * FROM serving_unfollow()").fetchall()
