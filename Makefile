@@ -63,11 +63,15 @@ $(NODE_STAMP): test/node/package.json test/node/package-lock.json
 # The JVM side, from jvm/pom.xml (the one pinned JVM build file; Java 17 + Maven): each class path it
 # defines is copied into build/jvm/<id>/, from Maven Central into build/m2 (once; later runs need no
 # network). The stamp makes a second `make jvm` instant until the pom changes.
-JVM_CLASSPATHS := fluss-server lake-plugin tiering
+JVM_CLASSPATHS := fluss-server lake-plugin tiering flink-sql
 JVM_STAMP := build/jvm/.resolved
 MVN := mvn -q -B -Dstyle.color=never -f jvm/pom.xml -Dmaven.repo.local=$(CURDIR)/build/m2
 
-jvm: $(JVM_STAMP)
+# The Flink SQL runner of the tests (test/python/flink), compiled against build/jvm/flink-sql.
+FLINK_SQL_SRC := $(wildcard jvm/src/main/java/streamhouse/flink/*.java)
+FLINK_SQL_RUNNER := build/jvm/flink-sql/classes/streamhouse/flink/FlinkSqlRunner.class
+
+jvm: $(JVM_STAMP) $(FLINK_SQL_RUNNER)
 
 $(JVM_STAMP): jvm/pom.xml
 	rm -rf build/jvm
@@ -76,6 +80,10 @@ $(JVM_STAMP): jvm/pom.xml
 # A local Fluss cluster (scripts/fluss_cluster.py): ZooKeeper, coordinator, one tablet server and the
 # lake tiering service into a Paimon warehouse, on 127.0.0.1; state, logs and data in build/fluss.
 fluss-up: jvm
+$(FLINK_SQL_RUNNER): $(JVM_STAMP) $(FLINK_SQL_SRC)
+	rm -rf build/jvm/flink-sql/classes
+	javac --release 11 -nowarn -d build/jvm/flink-sql/classes -cp 'build/jvm/flink-sql/*' $(FLINK_SQL_SRC)
+
 	python3 scripts/fluss_cluster.py up build/fluss
 
 fluss-down:
