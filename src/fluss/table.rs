@@ -78,6 +78,21 @@ pub fn facts(site: &Site) -> Result<Facts> {
     })
 }
 
+/// The table's columns as Arrow 60 (DuckDB's), as Fluss's client types them.
+pub fn schema(site: &Site) -> Result<duckdb::arrow::datatypes::SchemaRef> {
+    let admin = admin(site)?;
+    let info = site.block_on(admin.get_table_info(&path(site)))?;
+    let schema59 = fluss::record::to_arrow_schema(info.row_type()).map_err(|e| site.err(e))?;
+    let ffi = arrow_schema_59::ffi::FFI_ArrowSchema::try_from(schema59.as_ref()).map_err(|e| site.err(e))?;
+    // SAFETY: FFI_ArrowSchema is the #[repr(C)] struct of the Arrow C Data Interface in both
+    // arrow-rs versions; moving it bitwise hands its ownership (and release callback) over.
+    let ffi = unsafe {
+        std::mem::transmute::<arrow_schema_59::ffi::FFI_ArrowSchema, duckdb::arrow::ffi::FFI_ArrowSchema>(ffi)
+    };
+    let schema = duckdb::arrow::datatypes::Schema::try_from(&ffi).map_err(|e| site.err(e))?;
+    Ok(std::sync::Arc::new(schema))
+}
+
 /// Every bucket's offset of `spec` (earliest retained, or the log end).
 fn offsets(site: &Site, buckets: i32, spec: OffsetSpec) -> Result<Position> {
     let admin = admin(site)?;

@@ -75,6 +75,19 @@ unsafe extern "C" fn replace(info: ffi::duckdb_replacement_scan_info, table_name
     }
     // SAFETY: a NUL-terminated string valid for the call (contract).
     let name = unsafe { CStr::from_ptr(table_name) }.to_string_lossy();
+    // `FROM 'fluss://...'`: the Fluss table's current state, read by fluss_scan.
+    #[cfg(not(duckdb14))]
+    if crate::core::stream::is_fluss(&name) {
+        let argument = name.trim();
+        // SAFETY: as below.
+        unsafe {
+            ffi::duckdb_replacement_scan_set_function_name(info, c"fluss_scan".as_ptr());
+            let mut value = ffi::duckdb_create_varchar_length(argument.as_ptr().cast(), argument.len() as u64);
+            ffi::duckdb_replacement_scan_add_parameter(info, value);
+            ffi::duckdb_destroy_value(&mut value);
+        }
+        return;
+    }
     let Some(path) = name.trim_start().strip_prefix(PREFIX).map(str::trim) else { return };
     // SAFETY: `data` is `register`'s `Box<Replacement>`, alive as long as the scan is.
     let replacement = unsafe { &*data.cast::<Replacement>() };

@@ -2,6 +2,9 @@
 //! glue is written once (`table`, `scalar`). `register_all` and `register_replacement_scan` are
 //! all the entrypoint calls.
 
+#[cfg(not(duckdb14))]
+mod fluss_scan;
+mod fluss_tier_ddl;
 mod from_paimon;
 mod glue;
 mod paimon_changelog;
@@ -71,6 +74,8 @@ pub fn register_all(con: &Connection, session: &SharedDatabase) -> duckdb::Resul
         session,
     )?;
     con.register_table_function_with_extra_info::<paimon_scan::PaimonScan, _>("paimon_scan", session)?;
+    #[cfg(not(duckdb14))]
+    con.register_table_function_with_extra_info::<fluss_scan::FlussScan, _>("fluss_scan", session)?;
     con.register_table_function::<streamhouse_handoff::Handoff>(crate::serving::handoff::FUNCTION)?;
     con.register_table_function_with_extra_info::<paimon_changelog::PaimonChangelog, _>("paimon_changelog", session)?;
     con.register_table_function_with_extra_info::<Table<paimon_snapshots::PaimonSnapshots>, _>(
@@ -82,6 +87,7 @@ pub fn register_all(con: &Connection, session: &SharedDatabase) -> duckdb::Resul
         session,
     )?;
     con.register_scalar_function::<paimon_tier_ddl::PaimonTierDdl>("paimon_tier_ddl")?;
+    con.register_scalar_function::<fluss_tier_ddl::FlussTierDdl>("fluss_tier_ddl")?;
     con.register_table_function_with_extra_info::<Table<paimon_tier_ddl_lines::PaimonTierDdlLines>, _>(
         "paimon_tier_ddl",
         session,

@@ -193,7 +193,8 @@ fn boolean_expression(conn: &Connection, src: &ResolvedSource, expr: &str) -> Re
     if expr.contains(';') {
         return Err(bad("a ';' is not part of a boolean expression (give one expression, no statements)".into()));
     }
-    crate::serving::mapped::refuse_non_scalar_calls(conn, "serving_refresh", "deleted", expr)?;
+    // Reads outside the row are refused by name; an aggregate or window by DuckDB's typing below.
+    crate::core::mapping::called_functions(expr).map_err(bad)?;
     let probe =
         format!("DESCRIBE SELECT {}, ({expr}) AS deleted FROM {}", src.columns.fact_select_list(), src.relation);
     let t: String = conn

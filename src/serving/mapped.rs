@@ -56,9 +56,10 @@ fn hint_mapping(e: Error, map: &ColumnMap) -> Error {
     }
 }
 
-/// Refuses an expression (`columns :=` or `deleted :=`) that is not one scalar expression over
-/// the row: `core::mapping`'s rules, then, by DuckDB's catalog, any call of a function that has
-/// no scalar form (an aggregate, a table function).
+/// Refuses a `columns :=` expression that is not one scalar expression over the row:
+/// `core::mapping`'s rules, then, by DuckDB's catalog, any call of a function that has no scalar
+/// form (an aggregate, a table function). (`deleted :=` gets the same rules, its aggregates
+/// refused by DuckDB's typing of it: `layer::boolean_expression`.)
 pub fn refuse_non_scalar_calls(
     conn: &Connection,
     function: &'static str,
@@ -75,7 +76,7 @@ pub fn refuse_non_scalar_calls(
         let scalar = kinds.iter().any(|k| k == "scalar" || k == "macro");
         if !kinds.is_empty() && !scalar {
             return Err(bad(format!(
-                "it calls {name}(), which is a {} function, not a value of one row",
+                "it calls {name}(), which DuckDB lists as a function of kind {} (not a value of one row)",
                 kinds.join("/")
             )));
         }

@@ -22,6 +22,8 @@ pub mod refresh;
 pub mod replica;
 pub mod state;
 #[cfg(not(duckdb14))]
+pub mod stream_scan;
+#[cfg(not(duckdb14))]
 pub mod stream_source;
 
 use duckdb::Connection;

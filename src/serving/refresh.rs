@@ -489,9 +489,10 @@ pub fn refresh(
     )?;
     refuse_local_changes_on_lake(conn, raw, access)?;
     // The map given, else the one the layer was built with (a change set has the source's shape).
+    // Before the first build there is none; the source's own problems are reported first.
     let map = match map {
         Some(m) => Some(m.clone()),
-        None => recorded_map(conn)?,
+        None => recorded_map(conn).or_else(|e| if matches!(e, Error::NotBuilt { .. }) { Ok(None) } else { Err(e) })?,
     };
     let src = layer::resolve_changes(conn, raw, map.as_ref(), access, deleted)?;
     if let Some(why) = src.rebuild.clone() {
@@ -527,9 +528,16 @@ fn refuse_local_changes_on_lake(conn: &Connection, raw: &str, access: &Access) -
     if matches!(Origin::of(raw, &access.sandbox), Ok(Origin::Lake(_))) {
         return Ok(());
     }
-    let source: Option<String> = conn
-        .query_row(&format!("SELECT source FROM {META}"), [], |r| r.get(0))
-        .map_err(|e| not_built("serving_refresh", e))?;
+    let source: Option<String> = match conn.query_row(&format!("SELECT source FROM {META}"), [], |r| r.get(0)) {
+        Ok(s) => s,
+        Err(e) => {
+            return match not_built("serving_refresh", e) {
+                // Not built: the source's own problems are reported first, then that.
+                Error::NotBuilt { .. } => Ok(()),
+                other => Err(other),
+            };
+        }
+    };
     match source.as_deref().and_then(|s| Origin::lake_path(s, &access.sandbox)) {
         None => Ok(()),
         Some(lake) => Err(Error::Refused {

@@ -102,7 +102,7 @@ fn check_table(site: &Site, facts: &Facts, key: &str) -> Result<()> {
 
 /// The Paimon table Fluss tiers this table into: `<warehouse>/<database>.db/<table>`, the
 /// warehouse given (`lake :=`) or the cluster's `datalake.paimon.warehouse`.
-fn lake_path(site: &Site, given: Option<&str>) -> Result<String> {
+pub fn lake_path(site: &Site, given: Option<&str>) -> Result<String> {
     let warehouse = match given {
         Some(w) => w.trim().trim_start_matches("paimon:").to_string(),
         None => table::lake_warehouse(site)?.ok_or_else(|| {

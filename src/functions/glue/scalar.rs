@@ -40,6 +40,11 @@ pub struct Args<'a> {
 }
 
 impl Args<'_> {
+    /// How many arguments the call has (a function with several signatures).
+    pub fn count(&self) -> usize {
+        self.input.num_columns()
+    }
+
     fn is_null(&self, col: usize) -> bool {
         self.input.flat_vector(col).row_is_null(self.row as u64)
     }

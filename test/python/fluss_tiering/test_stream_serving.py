@@ -225,3 +225,30 @@ def test_network_access_off_is_refused(fluss_cluster):
     con.execute("SET enable_external_access = false")
     with pytest.raises(duckdb.Error, match=r"network access, and enable_external_access is false"):
         con.execute("SELECT * FROM serving_build(?)", [f"fluss://{fluss_cluster['bootstrap']}/shop.orders_union"])
+
+
+@pytest.mark.timeout(240)
+def test_fluss_scan_and_from_fluss_read_the_current_state(fluss_cluster):
+    bootstrap, warehouse = fluss_cluster["bootstrap"], fluss_cluster["warehouse"]
+    name, buckets = "orders_scan", 2
+    run(_create(bootstrap, name, ORDERS, ["order_id"], buckets, lake=True))
+    stream = Stream(42)
+    run(_write(bootstrap, name, stream.batch(new=300, corrected=0, deleted=0)))
+
+    def tiered():
+        end, lake = run(_offsets(bootstrap, name, buckets))
+        return lake if lake and all(lake.get(b, 0) == end[b] for b in end) else None
+
+    wait_for(tiered, 180, "Fluss's tiering to commit every bucket to the lake", poll=1)
+    run(_write(bootstrap, name, stream.batch(new=40, corrected=70, deleted=25)))
+    source = f"fluss://{bootstrap}/shop.{name}"
+    con = connect()
+    got = con.execute("SELECT * FROM fluss_scan(?, lake := ?) ORDER BY order_id", [source, warehouse]).fetchall()
+    assert got == stream.fact()
+    cols = con.execute(
+        "SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM fluss_scan(?))", [source]
+    ).fetchall()
+    assert cols == [("order_id", "BIGINT"), ("company", "VARCHAR"), ("order_day", "DATE"), ("revenue", "BIGINT")]
+    # The same read named as a table (the warehouse from the cluster's configuration).
+    got = con.execute(f"SELECT * FROM '{source}' ORDER BY order_id").fetchall()
+    assert got == stream.fact()

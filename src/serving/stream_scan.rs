@@ -1,0 +1,132 @@
+//! A Fluss primary-key table's current state, read by the same union read a build does: the
+//! lake snapshot Fluss tiered (streamhouse's lake reader, at that snapshot), with every key the
+//! changelog changed after it replaced by its last change (or removed by a delete). For
+//! `fluss_scan('fluss://...')` and `FROM 'fluss://...'`: the table's own columns, Fluss's types.
+//!
+//! In Rust over Arrow, never staged in DuckDB: the changed keys are compared as Arrow rows
+//! (`RowConverter`), so a composite or non-integer key works as the table declares it.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use duckdb::arrow::array::{Array, BooleanArray, StringArray, UInt32Array};
+use duckdb::arrow::compute::{cast, filter_record_batch, take_record_batch};
+use duckdb::arrow::datatypes::SchemaRef;
+use duckdb::arrow::record_batch::RecordBatch;
+use duckdb::arrow::row::{OwnedRow, RowConverter, SortField};
+
+use crate::core::error::{Error, Result};
+use crate::fluss::log::{Tail, KIND};
+use crate::fluss::table::{self, Position};
+use crate::fluss::Site;
+use crate::lake::{Access, LakeTable};
+
+/// How long the changelog read may take.
+const LOG_READ_LIMIT: Duration = Duration::from_secs(120);
+
+/// `batch`'s columns of `schema` (by name), each cast to the type `schema` gives it.
+fn conform(site: &Site, batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+    let failed = |e: duckdb::arrow::error::ArrowError| site.err(format!("reading the table: {e}"));
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let at = batch.schema().index_of(f.name()).map_err(failed)?;
+            let c = batch.column(at);
+            if c.data_type() == f.data_type() {
+                Ok(c.clone())
+            } else {
+                cast(c, f.data_type()).map_err(failed)
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    RecordBatch::try_new(schema.clone(), columns).map_err(failed)
+}
+
+/// The table's schema and its current state as batches of that schema.
+pub fn current_state(
+    site: &Site,
+    lake: Option<&str>,
+    access: &Access,
+    threads: usize,
+) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let facts = table::facts(site)?;
+    if facts.primary_keys.is_empty() || facts.partitioned {
+        return Err(site.err(
+            "fluss_scan reads a non-partitioned primary-key table (a log table's changelog is its content: read it \
+             with Fluss's own clients)",
+        ));
+    }
+    let schema = table::schema(site)?;
+    let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+    let keys: Vec<usize> =
+        facts.primary_keys.iter().map(|k| schema.index_of(k).map_err(|e| site.err(e))).collect::<Result<_>>()?;
+    let end = table::end_offsets(site, facts.buckets)?;
+    let point = if facts.lake_enabled { table::lake_point(site)? } else { None };
+    let mut lake_batches = Vec::new();
+    let start = match point {
+        Some((snapshot, offsets, _)) => {
+            let path = crate::serving::stream_source::lake_path(site, lake)?;
+            let lake_table = LakeTable::open("fluss_scan", &path, access)?;
+            for batch in lake_table.scan(Some(snapshot), None, Some(names.clone()))?.stream(threads) {
+                lake_batches.push(conform(site, &batch?, &schema)?);
+            }
+            offsets
+        }
+        None => Position::default(),
+    };
+    let earliest = table::earliest_offsets(site, facts.buckets)?;
+    if let Some((b, first)) = earliest.0.iter().find(|(b, first)| **first > start.at(**b)) {
+        return Err(site.err(format!(
+            "bucket {b}'s log starts at offset {first}, after the offset {} the read must start from (not tiered, or \
+             not retained)",
+            start.at(*b)
+        )));
+    }
+    let mut tail = Tail::open(site, &names, facts.buckets, &start)?;
+    let log = tail.read_until(site, &end, LOG_READ_LIMIT)?;
+    // The last change of each key, in log order (a key lives in one bucket, read in offset order).
+    let converter =
+        RowConverter::new(keys.iter().map(|&k| SortField::new(schema.field(k).data_type().clone())).collect())
+            .map_err(|e| site.err(e))?;
+    let key_rows = |b: &RecordBatch| {
+        let cols: Vec<_> =
+            keys.iter().map(|&k| b.column(b.schema().index_of(schema.field(k).name()).unwrap_or(k)).clone()).collect();
+        converter.convert_columns(&cols).map_err(|e| site.err(e))
+    };
+    let mut last: HashMap<OwnedRow, (usize, usize, bool)> = HashMap::new();
+    for (bi, batch) in log.iter().enumerate() {
+        let rows = key_rows(batch)?;
+        let kinds = batch
+            .column(batch.schema().index_of(KIND).map_err(|e| site.err(e))?)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| Error::internal("fluss_scan", "the change kind is not text"))?
+            .clone();
+        for (ri, row) in rows.iter().enumerate() {
+            let gone = matches!(kinds.value(ri), "-D" | "-U");
+            last.insert(row.owned(), (bi, ri, gone));
+        }
+    }
+    let mut out = Vec::new();
+    for batch in lake_batches {
+        let rows = key_rows(&batch)?;
+        let keep: BooleanArray = rows.iter().map(|r| Some(!last.contains_key(&r.owned()))).collect();
+        let kept = filter_record_batch(&batch, &keep).map_err(|e| site.err(e))?;
+        if kept.num_rows() > 0 {
+            out.push(kept);
+        }
+    }
+    let mut by_batch: HashMap<usize, Vec<u32>> = HashMap::new();
+    for (bi, ri, gone) in last.into_values() {
+        if !gone {
+            by_batch.entry(bi).or_default().push(ri as u32);
+        }
+    }
+    for (bi, mut rows) in by_batch {
+        rows.sort_unstable();
+        let taken = take_record_batch(&log[bi], &UInt32Array::from(rows)).map_err(|e| site.err(e))?;
+        out.push(conform(site, &taken, &schema)?);
+    }
+    Ok((schema, out))
+}
