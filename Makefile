@@ -21,7 +21,7 @@ PY := $(VENV)/bin/python
 # Node lifecycle tests: @duckdb/node-api at the exact version in test/node/package-lock.json.
 NODE_STAMP := test/node/node_modules/.installed
 
-.PHONY: all release release-1.4 debug venv node-deps test unit sqllogictest pytest demo bench bench-strict clean fuzz wheel lint jvm fluss-up fluss-down
+.PHONY: all release release-1.4 debug venv node-deps test unit sqllogictest pytest demo demo-fluss bench bench-strict clean fuzz wheel lint jvm fluss-up fluss-down
 all: release
 
 release:
@@ -140,6 +140,11 @@ lint: venv
 
 demo: release venv
 	$(PY) scripts/demo.py build/release/$(EXT)
+
+# A dashboard following a local Fluss table while a writer writes (scripts/demo_fluss.py): the cluster
+# runs in build/fluss-demo and is stopped however the demo ends.
+demo-fluss: release venv jvm
+	$(PY) scripts/demo_fluss.py build/release/$(EXT)
 
 # Every benchmark's output also goes to build/bench.log; bench/summary.py then lists each missed
 # target. `make bench` reports misses and exits 0; `make bench-strict` exits 1 on any miss.

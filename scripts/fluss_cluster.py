@@ -12,8 +12,10 @@ disk. Every server listens on 127.0.0.1 only, on free ports. The jars come from 
 DIR/cluster.json; logs go to DIR/logs/. Each JVM runs in a session (process group) of its own and
 carries -Dstreamhouse.fluss.dir=DIR, so `down` stops exactly the processes of this cluster: each
 group gets SIGTERM, then SIGKILL if it has not ended in time, and a last sweep of /proc kills
-anything left with the marker. The tests import this module (start/stop/alive) and pass
-die_with_parent=True: then the JVMs are also killed by the kernel if the test process dies.
+anything left with the marker. The tests import this module (start/stop/alive; kill/restart for a
+server crashed and started again on its data) and pass die_with_parent=True: then the JVMs are also
+killed by the kernel if the test process dies. Scripts (make demo-fluss, bench/bench_fluss.py) use
+`running`, which stops the cluster however the script ends.
 
 Facts behind the settings (shared/notes/fluss-on-this-machine.md): the coordinator loads the Paimon
 lake plugin from FLUSS_PLUGINS_DIR/paimon; JDK 17 needs java.nio opened to Arrow; the tiering job
@@ -23,6 +25,7 @@ every `tiering.poll.table.interval` (30 s by default, 1 s here).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -231,6 +234,26 @@ def _wait(check, timeout: float, what: str, directory: Path, role: str, pid: int
         time.sleep(0.2)
 
 
+def _launch(directory: Path, role: str, state: dict, die_with_parent: bool) -> int:
+    """Starts `role` of the cluster described by `state` (its own session, its log appended to) and
+    records its pid in DIR/cluster.json."""
+    with open(directory / "logs" / f"{role}.log", "ab") as log:
+        proc = subprocess.Popen(
+            _command(directory, role, state["ports"]),
+            cwd=directory / "tmp" / role,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "FLUSS_PLUGINS_DIR": str(directory / "plugins")},
+            start_new_session=True,
+            preexec_fn=_die_with_parent if die_with_parent else None,
+        )
+    _CHILDREN.append(proc)
+    state["pids"][role] = proc.pid
+    _save(directory, state)
+    return proc.pid
+
+
 def start(directory: Path | str = DEFAULT_DIR, timeout: float = 120, die_with_parent: bool = False, say=print) -> dict:
     """Starts the cluster in `directory` (its previous data wiped) and returns its state: bootstrap,
     warehouse, pids, ports. On any failure everything started so far is stopped again."""
@@ -260,25 +283,10 @@ def start(directory: Path | str = DEFAULT_DIR, timeout: float = 120, die_with_pa
         "pids": {},
         "logs": str(directory / "logs"),
     }
-    env = {**os.environ, "FLUSS_PLUGINS_DIR": str(directory / "plugins")}
     began = time.monotonic()
 
     def launch(role: str) -> int:
-        with open(directory / "logs" / f"{role}.log", "ab") as log:
-            proc = subprocess.Popen(
-                _command(directory, role, ports),
-                cwd=directory / "tmp" / role,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-                preexec_fn=_die_with_parent if die_with_parent else None,
-            )
-        _CHILDREN.append(proc)
-        state["pids"][role] = proc.pid
-        _save(directory, state)
-        return proc.pid
+        return _launch(directory, role, state, die_with_parent)
 
     def remaining() -> float:
         return max(1.0, timeout - (time.monotonic() - began))
@@ -354,6 +362,57 @@ def stop(directory: Path | str = DEFAULT_DIR, grace: float = 15, say=print) -> l
         _save(directory, state)
     say(f"Fluss in {directory} is down" + (f" (killed after {grace:.0f} s: {killed})" if killed else ""))
     return killed
+
+
+def kill(directory: Path | str, role: str, timeout: float = 10) -> int:
+    """SIGKILL to one server of the running cluster in `directory` (its process group), as a crash
+    would end it; returns once it is gone. Its data stays: `restart` starts it again on it."""
+    directory = Path(directory).resolve()
+    pid = (load(directory) or {"pids": {}})["pids"].get(role)
+    if pid is None or pid not in alive(directory):
+        raise ClusterError(f"{role} of the cluster in {directory} is not running")
+    _signal_group(pid, signal.SIGKILL)
+    _wait(lambda: not pid_alive(pid), timeout, "exit after SIGKILL", directory, role)
+    return pid
+
+
+def restart(directory: Path | str, role: str, timeout: float = 120, die_with_parent: bool = False) -> int:
+    """Starts `role` again in the cluster in `directory` after it died (`kill`): the same
+    configuration, ports and data directory; returns its new pid once it listens again."""
+    directory = Path(directory).resolve()
+    state = load(directory)
+    if state is None or state.get("stopped"):
+        raise ClusterError(f"no running Fluss cluster in {directory}")
+    old = state["pids"].get(role)
+    if old is not None and old in alive(directory):
+        raise ClusterError(f"{role} (pid {old}) of the cluster in {directory} is still running")
+    pid = _launch(directory, role, state, die_with_parent)
+    port = state["ports"].get(role)
+    if port is not None:
+        _wait(lambda: listening(port), timeout, "listener", directory, role, pid)
+    return pid
+
+
+def _exit_on_signal(signum, _frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def running(directory: Path | str = DEFAULT_DIR, say=print):
+    """A cluster for the length of a script's `with` block (make demo-fluss, bench/bench_fluss.py):
+    started with die_with_parent, and stopped when the block ends, however it ends: an exception,
+    Ctrl-C, SIGTERM or SIGHUP (turned into SystemExit while the block runs); should the script be
+    killed outright, the kernel kills the JVMs. Call it from the main thread."""
+    handled = (signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, _exit_on_signal) for sig in handled}
+    try:
+        yield start(directory, die_with_parent=True, say=say)
+    finally:
+        try:
+            stop(directory, say=say)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def main(argv: list[str]) -> int:
