@@ -11,7 +11,7 @@ import pyarrow as pa
 
 # scripts/paimon_write.py: the writer scripts/make_lake_fixtures.py uses too (repo root = parents[3]).
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
-from paimon_write import commit, create_table, open_warehouse
+from paimon_write import commit, create_table, fast_writes, open_warehouse  # noqa: F401 (fast_writes: for the tests)
 
 # The merged orders a fact table holds: what the serving layer reads (order_id is the key).
 ORDERS = pa.schema(
