@@ -173,7 +173,15 @@ def test_nothing_inside_without_allowed_directory(lake, setting):
 
 
 def test_file_sources_get_duckdbs_own_refusal(lake):
-    con = locked_con(lake, "allowed_paths")
+    # A layer built from a plain table (a lake-built one refuses a local change set before any read).
+    con = connect()
+    con.execute(
+        "CREATE TABLE t AS SELECT 1::BIGINT AS order_id, 'acme' AS company, DATE '2026-01-01' AS order_day, "
+        "5::BIGINT AS revenue"
+    )
+    build(con, "t")
+    for stmt in SETTINGS["allowed_paths"](lake):
+        con.execute(stmt)
     for ext, fn in [("parquet", "serving_build"), ("csv", "serving_refresh")]:
         with pytest.raises(duckdb.Error, match="disabled by configuration"):
             con.execute(f"SELECT * FROM {fn}({sql_literal(str(lake['root'] / 'outside' / ('o.' + ext)))})").fetchall()
