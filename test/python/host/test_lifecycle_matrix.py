@@ -65,7 +65,7 @@ REOPEN_GAPS = [pytest.param(0, id="immediately"), pytest.param(100, id="after-10
 E_ATTEMPTS = 3
 # (e), README's known limitations: the versions whose Python package aborts at that exit with a
 # plain query and no extension (the control), and the one where only a build does (open bug).
-CONTROL_ABORTS = {"1.5.6", "2.0.0"}
+CONTROL_ABORTS = {"1.4.5", "1.5.6", "2.0.0"}
 KNOWN_EXIT_ABORT = {"2.0.1"}
 COLUMNS = "{'order_id': 'BIGINT', 'company': 'VARCHAR', 'order_day': 'DATE', 'revenue': 'BIGINT'}"
 FUNCTIONS_SQL = (

@@ -126,8 +126,9 @@ def core_backtrace(p: subprocess.CompletedProcess, cwd: Path) -> list[str] | Non
 # The abort's documented words, each a line of its own: std::terminate on the thread's forced
 # unwind, whose exception has no type name (2.0.1 with streamhouse and 2.0.0 without print `''`,
 # 2.0.0 with streamhouse a stray byte, `'\x04'`) and glibc's report of a forced unwind that was
-# caught, or (1.5.6 without streamhouse) no active exception. An exception of ours escaping a
-# callback names its type (`instance of 'duckdb::InvalidInputException'`): never documented.
+# caught, or (1.4.5 and 1.5.6 without streamhouse) no active exception. An exception of ours
+# escaping a callback names its type (`instance of 'duckdb::InvalidInputException'`): never
+# documented.
 FORCED_UNWIND = "FATAL: exception not rethrown"
 NO_EXCEPTION = "terminate called without an active exception"
 THROWN = re.compile(r"^terminate called after throwing an instance of '(.*)'$")
