@@ -37,7 +37,8 @@ impl Origin {
                 return Err(sandbox.denied("serving", s));
             }
         } else {
-            let p = std::path::Path::new(s);
+            // `file:///dir` names the same directory as `/dir` (one rule for every function).
+            let p = std::path::Path::new(local_path(s));
             if p.is_dir() && p.join("schema").is_dir() {
                 return Ok(Origin::Lake(s.to_string()));
             }

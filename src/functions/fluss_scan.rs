@@ -59,7 +59,10 @@ impl VTab for FlussScan {
                 bind.threads,
             )?;
             if schema.fields() != bind.schema.fields() {
-                return Err(bind.site.err("the table's columns changed between bind and read; run the query again").into());
+                return Err(bind
+                    .site
+                    .err("the table's columns changed between bind and read; run the query again")
+                    .into());
             }
             Ok(Batches::new(batches.into_iter().map(Ok)).in_statement(init))
         })

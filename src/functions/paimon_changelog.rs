@@ -44,7 +44,7 @@ impl VTab for PaimonChangelog {
             table.check_readable()?;
             let schema = output_schema(&*table.schema()?);
             lake_batches::declare(bind, NAME, &schema)?;
-            Ok(Bind { table, from: lake_batches::snapshot_param(bind, "from_snapshot"), schema })
+            Ok(Bind { table, from: lake_batches::snapshot_param(bind, NAME, "from_snapshot")?, schema })
         })
     }
 

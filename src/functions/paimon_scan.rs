@@ -65,7 +65,7 @@ impl VTab for PaimonScan {
             let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME)? };
             let mut table = LakeTable::open(NAME, &path, &access)?;
             table.check_readable()?;
-            if let Some(id) = lake_batches::snapshot_param(bind, "snapshot") {
+            if let Some(id) = lake_batches::snapshot_param(bind, NAME, "snapshot")? {
                 table = table.at(id)?;
             }
             let schema = table.schema()?;

@@ -4,7 +4,10 @@
 //! 'not built', 'built', 'following', 'failing' (the follower's latest apply failed),
 //! 'rewritten' (the lake table's history no longer holds the snapshot served: a refresh rebuilds)
 //! and 'rebuilding' (the same, seen while a follower runs: its next look rebuilds).
-//! `data_as_of` is the commit time of the snapshot served; `history` says why it is no longer
+//! Times are TIMESTAMPTZ (comparable with `now()`). `lag_ms` is the one alert metric (see
+//! `alert_lag`); `last_checked_at` is the follower's last look; `age_seconds` is the seconds since
+//! the serving tables last changed (a build or a refresh), which grows on a quiet source while
+//! the layer is current: alert on `lag_ms`, not on it. `data_as_of` is the commit time of the snapshot served; `history` says why it is no longer
 //! the table's, `rebuilt_because` why a refresh or follower last rebuilt the layer.
 //! `published_to` / `published_snapshot`: this process's last `serving_publish` (memory only).
 
@@ -18,6 +21,31 @@ use crate::serving::follow;
 use crate::serving::refresh;
 
 pub struct ServingStatus;
+
+/// `lag_ms`, the one number to alert on: 0 when the layer holds everything its source had at the
+/// follower's last look; otherwise how long the oldest change not served has waited — for a
+/// Paimon source the age of its oldest unapplied commit, for a Fluss source the time since the
+/// follower last caught up — and, while the follower fails, at least the time since its last
+/// successful look. None when it cannot be known (not a lake or stream source, the source
+/// unreachable from a layer nobody follows).
+fn alert_lag(
+    lag: &follow::Lag,
+    stream: Option<(i64, i64)>,
+    following: &Option<String>,
+    progress: &follow::Progress,
+) -> Option<i64> {
+    let now_ms = crate::serving::layer::now_micros() / 1000;
+    let since_ok = progress.last_ok_at.map(|at| (now_ms - at / 1000).max(0));
+    let waiting = match stream {
+        Some((_, 0)) => Some(0),
+        Some(_) => since_ok,
+        None => lag.millis,
+    };
+    match (following, progress.failing) {
+        (Some(_), true) => Some(waiting.unwrap_or(0).max(since_ok.unwrap_or(0))),
+        _ => waiting,
+    }
+}
 
 /// A Fluss layer's position and how many records its table's log holds beyond it.
 #[cfg(not(duckdb14))]
@@ -40,15 +68,15 @@ impl RowsFunction for ServingStatus {
     const NAME: &'static str = "serving_status";
     const PARAM: Option<&'static str> = None;
     const COLUMNS: &'static [(&'static str, LogicalTypeId)] = &[
-        ("built_at", LogicalTypeId::Timestamp),
+        ("built_at", LogicalTypeId::TimestampTZ),
         ("source", LogicalTypeId::Varchar),
-        ("refreshed_at", LogicalTypeId::Timestamp),
+        ("refreshed_at", LogicalTypeId::TimestampTZ),
         ("refresh_source", LogicalTypeId::Varchar),
         ("refreshes", LogicalTypeId::Bigint),
         ("lake_snapshot", LogicalTypeId::Bigint),
         ("fct_rows", LogicalTypeId::Bigint),
         ("mart_rows", LogicalTypeId::Bigint),
-        ("last_reconcile_at", LogicalTypeId::Timestamp),
+        ("last_reconcile_at", LogicalTypeId::TimestampTZ),
         ("last_reconcile_clean", LogicalTypeId::Boolean),
         ("age_seconds", LogicalTypeId::Double),
         ("following", LogicalTypeId::Varchar),
@@ -57,7 +85,7 @@ impl RowsFunction for ServingStatus {
         ("lag_snapshots", LogicalTypeId::Bigint),
         ("lag_ms", LogicalTypeId::Bigint),
         ("last_error", LogicalTypeId::Varchar),
-        ("last_error_at", LogicalTypeId::Timestamp),
+        ("last_error_at", LogicalTypeId::TimestampTZ),
         ("state", LogicalTypeId::Varchar),
         ("mode", LogicalTypeId::Varchar),
         ("published_to", LogicalTypeId::Varchar),
@@ -68,6 +96,7 @@ impl RowsFunction for ServingStatus {
         ("columns", LogicalTypeId::Varchar),
         ("fluss_offset", LogicalTypeId::Bigint),
         ("lag_records", LogicalTypeId::Bigint),
+        ("last_checked_at", LogicalTypeId::TimestampTZ),
     ];
     const ROLE: Role = Role::Reader;
 
@@ -107,6 +136,7 @@ impl RowsFunction for ServingStatus {
             })
             .unwrap_or_default();
         let stream = stream_lag(&s, &ctx.call.access);
+        let lag_ms = alert_lag(&lag, stream, &following, &progress);
         let published = ctx.db.published.get().clone();
         let ts = |v: Option<i64>| v.map_or(Cell::Null, Cell::Timestamp);
         // A layer whose snapshot is no longer the table's history is never reported as fresh:
@@ -134,7 +164,7 @@ impl RowsFunction for ServingStatus {
             every.into(),
             lag.latest.into(),
             lag.snapshots.into(),
-            lag.millis.into(),
+            lag_ms.into(),
             progress.last_error.into(),
             ts(progress.last_error_at),
             Cell::Text(state.into()),
@@ -147,6 +177,7 @@ impl RowsFunction for ServingStatus {
             s.columns.into(),
             stream.map(|(at, _)| at).into(),
             stream.map(|(_, behind)| behind).into(),
+            ts(progress.last_checked_at),
         ]])
     }
 }

@@ -31,6 +31,23 @@ pub fn additive_since(table: &LakeTable, since: i64, latest: i64) -> Result<bool
     Ok(true)
 }
 
+/// Why the snapshots after `since` cannot be applied as changes at all: the first of them that
+/// replaces the table's content (an OVERWRITE: its changes do not list the rows it drops), so a
+/// refresh must read the latest state whole. None when every one adds to the previous state.
+pub fn overwritten_since(table: &LakeTable, since: i64) -> Result<Option<String>> {
+    let Some(latest) = table.latest_snapshot()? else { return Ok(None) };
+    for id in since + 1..=latest {
+        let kind = table.commit_kind(id)?;
+        if !delta::additive(&kind) {
+            return Ok(Some(format!(
+                "snapshot {id} is a {kind} commit (it replaces the table's content, so its changes do not list the \
+                 rows it drops): the layer was read whole from snapshot {latest}"
+            )));
+        }
+    }
+    Ok(None)
+}
+
 /// Builds the change set `out` from the delta of `since+1..=latest` when the table's merge
 /// allows it; `false` (nothing built) otherwise. `read` are the table's columns the layer reads,
 /// its key first, with their DuckDB `types`; `serving_shape` says they are the four serving

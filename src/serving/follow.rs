@@ -41,6 +41,10 @@ pub struct Progress {
     pub last_error_at: Option<i64>,
     /// Whether the latest apply failed (`last_error` stays as a record after a recovery).
     pub failing: bool,
+    /// When the follower last looked at its source (a tick that ran, whatever its outcome), and
+    /// when a look last succeeded (microseconds since the epoch).
+    pub last_checked_at: Option<i64>,
+    pub last_ok_at: Option<i64>,
 }
 
 /// Where a follower publishes the mart after every apply (`publish :=`).
@@ -228,15 +232,22 @@ pub fn start(
                     Err(Error::Closed) => return,
                     Err(e) => Some(e),
                 };
+                p.last_checked_at = Some(now_micros());
                 match failed {
                     None => {
                         failures = 0;
                         p.failing = false;
+                        p.last_ok_at = p.last_checked_at;
                     }
                     Some(e) => {
                         failures = failures.saturating_add(1);
                         p.failing = true;
-                        p.last_error = Some(e.to_string());
+                        // Named by the function that runs it (shared code says "serving:").
+                        let text = e.to_string();
+                        p.last_error = Some(match text.strip_prefix("serving: ") {
+                            Some(rest) => format!("serving_follow: {rest}"),
+                            None => text,
+                        });
                         p.last_error_at = Some(now_micros());
                     }
                 }

@@ -81,7 +81,10 @@ pub fn resolve(
     // A held snapshot that is no longer the table's history: the latest state is read whole
     // and the caller rebuilds from it.
     let rebuild = match held {
-        Some((since, millis)) => history::rewritten(&table, Some(since), millis)?,
+        Some((since, millis)) => match history::rewritten(&table, Some(since), millis)? {
+            Some(why) => Some(why),
+            None => delta::overwritten_since(&table, since)?,
+        },
         None => None,
     };
     let since = held.map(|(since, _)| since).filter(|_| rebuild.is_none());

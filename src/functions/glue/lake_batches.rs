@@ -24,11 +24,19 @@ pub fn path_param(bind: &BindInfo, function: &'static str) -> Result<String> {
     if v.is_null() {
         return Err(Error::NullArgument { function, parameter: "path" });
     }
-    super::value::text_arg(&v, function, "path")
+    // `paimon:<dir>` is how every other function names a Paimon table: the same here.
+    let path = super::value::text_arg(&v, function, "path")?;
+    Ok(path.trim_start().strip_prefix("paimon:").map(|p| p.trim().to_string()).unwrap_or(path))
 }
 
-pub fn snapshot_param(bind: &BindInfo, name: &str) -> Option<i64> {
-    bind.get_named_parameter(name).filter(|v| !v.is_null()).map(|v| v.to_int64())
+/// A snapshot id asked for by name; an explicit NULL is refused (it would otherwise read the
+/// latest snapshot, which is not what a NULL id asks for).
+pub fn snapshot_param(bind: &BindInfo, function: &'static str, name: &'static str) -> Result<Option<i64>> {
+    match bind.get_named_parameter(name) {
+        Some(v) if v.is_null() => Err(Error::NullArgument { function, parameter: name }),
+        Some(v) => Ok(Some(v.to_int64())),
+        None => Ok(None),
+    }
 }
 
 /// The `reader` named parameter of `paimon_scan`: `native` (the default: the native path where

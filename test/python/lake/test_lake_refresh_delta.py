@@ -203,15 +203,11 @@ def test_more_than_64_snapshots_behind_reads_the_merged_state(tmp_path):
     assert_serves(con, merged_after("deduplicate", table.commits), "65 snapshots behind")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug (issue 39): a lake refresh over an OVERWRITE snapshot applies nothing (0 changes, the "
-    "old rows kept) yet records the snapshot; the changed keys come from the snapshots' changes, which say "
-    "nothing of the rows an OVERWRITE dropped",
-)
 def test_an_overwrite_commit_replaces_the_whole_fact(tmp_path):
     """An OVERWRITE snapshot (the whole table rewritten) never takes the delta path: after the
-    refresh the layer holds exactly the overwrite's rows — orders it left out are gone."""
+    refresh the layer holds exactly the overwrite's rows — orders it left out are gone — and the
+    refresh says it read the table whole. (Found by issue 39's coverage: the refresh applied
+    nothing yet recorded the snapshot; now a regression test.)"""
     rng = random.Random(65)
     wh = Warehouse(tmp_path / "wh")
     table = create_orders(wh, "f", "partial-update")
@@ -233,6 +229,6 @@ def test_an_overwrite_commit_replaces_the_whole_fact(tmp_path):
         c.close()
     snapshot = table.table.snapshot_manager().get_latest_snapshot()
     assert snapshot.commit_kind == "OVERWRITE", snapshot.commit_kind
-    got = con.execute("SELECT lake_snapshot FROM serving_refresh(?)", [source]).fetchone()
-    assert got == (snapshot.id,), got
+    got = con.execute("SELECT lake_snapshot, rebuilt_because FROM serving_refresh(?)", [source]).fetchone()
+    assert got[0] == snapshot.id and "OVERWRITE" in got[1].upper(), got
     assert_serves(con, rewritten, "after an OVERWRITE commit")

@@ -204,14 +204,16 @@ def test_follow_bad_commit_sets_last_error_then_catches_up(tmp_path):
     )
     assert "order_id 777" in s["last_error"] and "company is NULL" in s["last_error"], s["last_error"]
     assert s["last_error_at"] is not None
-    assert abs((s["last_error_at"] - datetime.datetime.now(datetime.UTC).replace(tzinfo=None)).total_seconds()) < 60
+    # TIMESTAMPTZ: an aware datetime, comparable with now() in any time zone.
+    assert s["last_error_at"].tzinfo is not None
+    assert abs((s["last_error_at"] - datetime.datetime.now(datetime.UTC)).total_seconds()) < 60
     assert (s["lake_snapshot"], s["lake_latest_snapshot"], s["lag_snapshots"]) == (1, 2, 1)
     assert s["following"] == source
     assert_serves(con, before, "after the bad commit")  # nothing of it applied, not even order 3
 
     # a good commit on top does not help while order 777 still has no company: nothing partial
     t.commit([{"order_id": 900, "company": "acme", "order_day": day(1), "revenue": 1}])
-    committed = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    committed = datetime.datetime.now(datetime.UTC)
     # proof that the follower tried again after that commit (and failed), not a pause and hope
     s = wait_for(
         lambda: (lambda s: s if s["lake_latest_snapshot"] == 3 and s["last_error_at"] > committed else None)(

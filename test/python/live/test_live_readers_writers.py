@@ -450,7 +450,7 @@ def test_reconcile_outcome_belongs_to_the_state_it_checked():
     th = threading.Thread(target=build, daemon=True)
     th.start()
     time.sleep(0.15)
-    t0 = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    t0 = datetime.datetime.now(datetime.UTC)
     started = time.perf_counter()
     diffs = cur.execute("SELECT * FROM serving_reconcile()").fetchall()
     s = status_dict(cur)
