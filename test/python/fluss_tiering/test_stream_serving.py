@@ -252,3 +252,35 @@ def test_fluss_scan_and_from_fluss_read_the_current_state(fluss_cluster):
     # The same read named as a table (the warehouse from the cluster's configuration).
     got = con.execute(f"SELECT * FROM '{source}' ORDER BY order_id").fetchall()
     assert got == stream.fact()
+
+
+@pytest.mark.timeout(180)
+def test_a_fluss_follower_publishes_for_mart_only_replicas(fluss_cluster, tmp_path):
+    """`serving_follow('fluss://...', publish := ...)`: the mart a Fluss follower keeps is written to a
+    Paimon mart table after its applies; a mart-only replica of that table serves the oracle's rollup."""
+    bootstrap = fluss_cluster["bootstrap"]
+    name = "orders_publish"
+    run(_create(bootstrap, name, ORDERS, ["order_id"], 2, lake=False))
+    stream = Stream(43)
+    run(_write(bootstrap, name, stream.batch(new=150, corrected=0, deleted=0)))
+    source = f"fluss://{bootstrap}/shop.{name}"
+    mart = f"paimon:{tmp_path}/marts/db.db/mart_daily"
+    con = connect()
+    con.execute("SELECT * FROM serving_build(?)", [source])
+    con.execute("SELECT * FROM serving_follow(?, every := INTERVAL '100 ms', publish := ?)", [source, mart])
+    run(_write(bootstrap, name, stream.batch(new=20, corrected=40, deleted=15)))
+    end, _ = run(_offsets(bootstrap, name, 2))
+    wait_for(lambda: status_dict(con)["fluss_offset"] == sum(end.values()), 60, "the follower to apply the log")
+    assert_serves(con, stream, "the publishing follower")
+
+    def replica_serves():
+        replica = connect()
+        replica.execute("SELECT * FROM serving_build(?)", [mart])
+        return replica if replica.execute("SELECT * FROM mart_daily ORDER BY ALL").fetchall() == stream.mart() else None
+
+    replica = wait_for(replica_serves, 30, "the published mart table to hold the follower's mart", poll=0.5)
+    assert status_dict(replica)["mode"] == "mart"
+    for c in COMPANIES:
+        want = sorted(((d, v) for cc, d, v in stream.mart() if cc == c), key=lambda dv: (-dv[1], dv[0]))
+        assert replica.execute("SELECT * FROM serving_dashboard(?)", [c]).fetchall() == want, c
+    con.execute("SELECT * FROM serving_unfollow()")
