@@ -37,7 +37,8 @@ const loadSrc = (con, csv) => con.run('CREATE OR REPLACE TABLE src AS SELECT * F
   `, header = true, quote = '"', escape = '"', columns = ${COLUMNS})`);
 const ourFunctions = async (con) => (await rows(con,
   "SELECT DISTINCT function_name FROM duckdb_functions() " +
-  "WHERE function_name LIKE 'serving\\_%' ESCAPE '\\' OR function_name LIKE 'paimon\\_%' ESCAPE '\\' ORDER BY 1"))
+  "WHERE function_name LIKE 'serving\\_%' ESCAPE '\\' OR function_name LIKE 'paimon\\_%' ESCAPE '\\' " +
+  "OR function_name LIKE 'fluss\\_%' ESCAPE '\\' ORDER BY 1"))
   .map((r) => r[0]);
 const companiesOf = async (con, table) =>
   (await rows(con, `SELECT DISTINCT company FROM ${table} ORDER BY 1`)).map((r) => r[0]);

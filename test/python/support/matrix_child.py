@@ -62,7 +62,8 @@ def our_functions(c):
         for r in c.execute(
             "SELECT DISTINCT function_name FROM duckdb_functions() "
             "WHERE function_name LIKE 'serving\\_%' ESCAPE '\\' "
-            "OR function_name LIKE 'paimon\\_%' ESCAPE '\\' ORDER BY 1"
+            "OR function_name LIKE 'paimon\\_%' ESCAPE '\\' "
+            "OR function_name LIKE 'fluss\\_%' ESCAPE '\\' ORDER BY 1"
         ).fetchall()
     ]
 
