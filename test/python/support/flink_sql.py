@@ -1,6 +1,7 @@
 """Flink SQL for the tests: one JVM running jvm/src/main/java/streamhouse/flink/FlinkSqlRunner.java
 (Flink 1.20 on one local MiniCluster, Paimon's Flink connector), driven over its stdin/stdout
 protocol: SQL scripts as Flink's SQL client runs them, queries and bounded streaming reads.
+The process (heap cap, process group, timeouts, teardown) is support/jvm_runner.py's.
 
 The class path is `make jvm`'s build/jvm/flink-sql/ (jvm/pom.xml's profile `flink-sql`) with the
 runner compiled into build/jvm/flink-sql/classes/. The JVM is started in a process group of its own
@@ -11,15 +12,12 @@ killed and the request fails, naming the tail of the JVM's log.
 
 from __future__ import annotations
 
-import json
 import os
-import queue
-import signal
-import subprocess
-import threading
 from pathlib import Path
 
 import pytest
+
+from support.jvm_runner import JvmRunner, java_command
 
 ROOT = Path(__file__).resolve().parents[3]
 JVM_DIR = ROOT / "build" / "jvm" / "flink-sql"
@@ -53,71 +51,23 @@ def sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-class FlinkSql:
+class FlinkSql(JvmRunner):
     """One runner JVM. `exec` runs a script (statements split at `;` like Flink's SQL client),
     `query` one SELECT, `stream` a bounded streaming read; every answer is JSON."""
 
     def __init__(self, workdir: Path, heap_mb: int = 768, checkpoint_ms: int | None = None):
         workdir.mkdir(parents=True, exist_ok=True)
-        self.log_path = workdir / "flink-sql.log"
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in close())
         (workdir / "io").mkdir(exist_ok=True)
-        args = [
-            "java",
-            f"-Xmx{heap_mb}m",
-            f"-XX:MaxDirectMemorySize={heap_mb // 2}m",
-            "-XX:+UseSerialGC",
-            "-XX:+ExitOnOutOfMemoryError",
-            "-cp",
-            classpath(),
-            RUNNER,
-            "--tmp",
-            str(workdir / "io"),
-        ]
+        args = java_command(heap_mb, classpath(), RUNNER, "--tmp", str(workdir / "io"))
         if checkpoint_ms is not None:
             args += ["--checkpoint-ms", str(checkpoint_ms)]
-        self.proc = subprocess.Popen(
-            args,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            start_new_session=True,  # its own process group: close() ends all of it
-        )
-        self._lines: queue.Queue = queue.Queue()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
         self.catalogs: list[str] = []
-        ready = self._answer(120, "start")
-        assert ready.get("ready"), ready
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self._lines.put(line.decode())
-        self._lines.put(None)
-
-    def log_tail(self, n: int = 40) -> str:
-        try:
-            lines = self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(lines[-n:])
-
-    def _answer(self, timeout: float, what: str) -> dict:
-        try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            self.kill()
-            pytest.fail(f"Flink SQL runner: no answer to {what} within {timeout} s; log:\n{self.log_tail()}")
-        if line is None:
-            code = self.proc.wait(timeout=10)
-            pytest.fail(f"Flink SQL runner ended (exit {code}) during {what}; log:\n{self.log_tail()}")
-        return json.loads(line)
+        super().__init__("Flink SQL runner", args, workdir / "flink-sql.log", b"@@ quit\n@@end\n", 120)
 
     def request(self, op: str, text: str = "", timeout: float = 180, **opts) -> dict:
         header = " ".join([f"@@ {op}", *(f"{k}={v}" for k, v in opts.items())])
         assert "\n@@end\n" not in f"\n{text}\n", text
-        self.proc.stdin.write(f"{header}\n{text}\n@@end\n".encode())
-        self.proc.stdin.flush()
+        self._send(f"{header}\n{text}\n@@end\n".encode())
         got = self._answer(timeout, f"{op} {text[:200]!r}")
         if not got["ok"]:
             raise FlinkError(got["error"])
@@ -161,30 +111,6 @@ class FlinkSql:
         """A fresh session, as a new SQL client's: running jobs cancelled, no settings, no catalogs."""
         self.request("session", timeout=90)
         self.catalogs.clear()
-
-    def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write(b"@@ quit\n@@end\n")
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=45)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        self.kill()
-        self.proc.wait(timeout=30)
-        self._log.close()
-
-    def __enter__(self) -> FlinkSql:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def latest_snapshot(table_dir: Path) -> int:
