@@ -71,11 +71,21 @@ MVN := mvn -q -B -Dstyle.color=never -f jvm/pom.xml -Dmaven.repo.local=$(CURDIR)
 FLINK_SQL_SRC := $(wildcard jvm/src/main/java/streamhouse/flink/*.java)
 FLINK_SQL_RUNNER := build/jvm/flink-sql/classes/streamhouse/flink/FlinkSqlRunner.class
 
-jvm: $(JVM_STAMP) $(FLINK_SQL_RUNNER)
+# Java Paimon's writer and reader of the lake tests (test/python/lake/test_java_paimon.py: Paimon's own
+# Java API), compiled against paimon-bundle of build/jvm/tiering.
+PAIMON_JAVA_SRC := $(wildcard jvm/src/main/java/streamhouse/paimon/*.java)
+PAIMON_JAVA_RUNNER := build/jvm/paimon-java/classes/streamhouse/paimon/PaimonTableRunner.class
+
+jvm: $(JVM_STAMP) $(FLINK_SQL_RUNNER) $(PAIMON_JAVA_RUNNER)
 
 $(JVM_STAMP): jvm/pom.xml
 	rm -rf build/jvm
 	$(foreach id,$(JVM_CLASSPATHS),$(MVN) -P$(id) package &&) touch $@
+
+$(PAIMON_JAVA_RUNNER): $(JVM_STAMP) $(PAIMON_JAVA_SRC)
+	rm -rf build/jvm/paimon-java/classes
+	javac --release 11 -nowarn -d build/jvm/paimon-java/classes -cp build/jvm/tiering/paimon-bundle-1.3.1.jar \
+		$(PAIMON_JAVA_SRC)
 
 # A local Fluss cluster (scripts/fluss_cluster.py): ZooKeeper, coordinator, one tablet server and the
 # lake tiering service into a Paimon warehouse, on 127.0.0.1; state, logs and data in build/fluss.
