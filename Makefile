@@ -3,6 +3,9 @@
 SHELL := /bin/bash
 CARGO_TARGET_DIR ?= $(HOME)/.cache/streamhouse-target
 export CARGO_TARGET_DIR
+# The 1.4 artifact resolves its own dependency graph (duckdb-rs 1.4, no Fluss client, other tokio
+# features): a target dir of its own, so neither build invalidates the other's and both can run at once.
+TARGET14 ?= $(CARGO_TARGET_DIR)-duckdb14
 EXT := streamhouse.duckdb_extension
 VENV := .venv
 VENV15 := .venv-duckdb15
@@ -30,9 +33,9 @@ release:
 	python3 scripts/append_metadata.py $(CARGO_TARGET_DIR)/release/libstreamhouse.so build/release/$(EXT)
 
 release-1.4:
-	cargo build --release --locked --manifest-path compat/duckdb-1.4/Cargo.toml
+	CARGO_TARGET_DIR=$(TARGET14) cargo build --release --locked --manifest-path compat/duckdb-1.4/Cargo.toml
 	@mkdir -p $(dir $(EXT14))
-	python3 scripts/append_metadata.py $(CARGO_TARGET_DIR)/release/libstreamhouse_duckdb14.so $(EXT14) \
+	python3 scripts/append_metadata.py $(TARGET14)/release/libstreamhouse_duckdb14.so $(EXT14) \
 		--capi-version $(DUCKDB14) --abi C_STRUCT_UNSTABLE
 
 debug:
@@ -87,13 +90,13 @@ $(PAIMON_JAVA_RUNNER): $(JVM_STAMP) $(PAIMON_JAVA_SRC)
 	javac --release 11 -nowarn -d build/jvm/paimon-java/classes -cp build/jvm/tiering/paimon-bundle-1.3.1.jar \
 		$(PAIMON_JAVA_SRC)
 
-# A local Fluss cluster (scripts/fluss_cluster.py): ZooKeeper, coordinator, one tablet server and the
-# lake tiering service into a Paimon warehouse, on 127.0.0.1; state, logs and data in build/fluss.
-fluss-up: jvm
 $(FLINK_SQL_RUNNER): $(JVM_STAMP) $(FLINK_SQL_SRC)
 	rm -rf build/jvm/flink-sql/classes
 	javac --release 11 -nowarn -d build/jvm/flink-sql/classes -cp 'build/jvm/flink-sql/*' $(FLINK_SQL_SRC)
 
+# A local Fluss cluster (scripts/fluss_cluster.py): ZooKeeper, coordinator, one tablet server and the
+# lake tiering service into a Paimon warehouse, on 127.0.0.1; state, logs and data in build/fluss.
+fluss-up: jvm
 	python3 scripts/fluss_cluster.py up build/fluss
 
 fluss-down:
@@ -146,7 +149,7 @@ lint: venv
 	cargo fmt --check
 	# --release shares build scripts (OpenSSL, aws-lc) with `make release` instead of rebuilding them.
 	cargo clippy --release --all-targets --locked -- -D warnings
-	cargo clippy --release --locked --manifest-path compat/duckdb-1.4/Cargo.toml -- -D warnings
+	CARGO_TARGET_DIR=$(TARGET14) cargo clippy --release --locked --manifest-path compat/duckdb-1.4/Cargo.toml -- -D warnings
 
 demo: release venv
 	$(PY) scripts/demo.py build/release/$(EXT)
