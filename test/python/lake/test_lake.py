@@ -300,7 +300,9 @@ def test_mart_ddl_runs_in_a_real_paimon_catalog(tmp_path, con):
     ).fetchall()
     assert got == [("acme", "2026-11-01", 1600, 3), ("b", "2026-11-02", 7, 1)]
     job = con.execute("SELECT paimon_mart_job('db.fct_orders', 'db.mart_daily')").fetchone()[0]
-    assert "'changelog-producer' = 'lookup'" in job and "GROUP BY company, order_day" in job, job
+    # Run as rendered by Flink in test/python/flink/test_flink_mart.py; here only its shape.
+    assert "'execution.checkpointing.interval'" in job and "GROUP BY company, order_day" in job, job
+    assert "ALTER TABLE" not in job, job
 
 
 def test_serving_build_from_paimon_partial_update(wh, con):
