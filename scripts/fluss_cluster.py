@@ -131,7 +131,7 @@ def _server_yaml(directory: Path, zk_port: int, port: int, data: str, extra: dic
     return "".join(f"{k}: {v}\n" for k, v in options.items())
 
 
-def _write_config(directory: Path, ports: dict) -> None:
+def _write_config(directory: Path, ports: dict, options: dict) -> None:
     conf = directory / "conf"
     for role in ("coordinator", "tablet-server"):
         (conf / role).mkdir(parents=True)
@@ -143,10 +143,12 @@ def _write_config(directory: Path, ports: dict) -> None:
         "admin.enableServer=false\n"
     )
     (conf / "coordinator" / "server.yaml").write_text(
-        _server_yaml(directory, ports["zookeeper"], ports["coordinator"], "coordinator", {})
+        _server_yaml(directory, ports["zookeeper"], ports["coordinator"], "coordinator", options)
     )
     (conf / "tablet-server" / "server.yaml").write_text(
-        _server_yaml(directory, ports["zookeeper"], ports["tablet-server"], "tablet-server", {"tablet-server.id": "0"})
+        _server_yaml(
+            directory, ports["zookeeper"], ports["tablet-server"], "tablet-server", {"tablet-server.id": "0", **options}
+        )
     )
     # The coordinator and the tablet server find the Paimon lake plugin in FLUSS_PLUGINS_DIR/paimon.
     (directory / "plugins").mkdir()
@@ -254,9 +256,16 @@ def _launch(directory: Path, role: str, state: dict, die_with_parent: bool) -> i
     return proc.pid
 
 
-def start(directory: Path | str = DEFAULT_DIR, timeout: float = 120, die_with_parent: bool = False, say=print) -> dict:
+def start(
+    directory: Path | str = DEFAULT_DIR,
+    timeout: float = 120,
+    die_with_parent: bool = False,
+    say=print,
+    options: dict | None = None,
+) -> dict:
     """Starts the cluster in `directory` (its previous data wiped) and returns its state: bootstrap,
-    warehouse, pids, ports. On any failure everything started so far is stopped again."""
+    warehouse, pids, ports. `options` are added to both servers' server.yaml. On any failure
+    everything started so far is stopped again."""
     directory = Path(directory).resolve()
     running = alive(directory)
     if running:
@@ -274,7 +283,7 @@ def start(directory: Path | str = DEFAULT_DIR, timeout: float = 120, die_with_pa
     for sub in ("logs", "remote", "warehouse", *(f"tmp/{role}" for role in ROLES)):
         (directory / sub).mkdir(parents=True, exist_ok=True)
     ports = {role: free_port() for role in ("zookeeper", "coordinator", "tablet-server")}
-    _write_config(directory, ports)
+    _write_config(directory, ports, options or {})
     state = {
         "dir": str(directory),
         "bootstrap": f"127.0.0.1:{ports['coordinator']}",
@@ -398,15 +407,15 @@ def _exit_on_signal(signum, _frame) -> None:
 
 
 @contextlib.contextmanager
-def running(directory: Path | str = DEFAULT_DIR, say=print):
-    """A cluster for the length of a script's `with` block (make demo-fluss, bench/bench_fluss.py):
-    started with die_with_parent, and stopped when the block ends, however it ends: an exception,
-    Ctrl-C, SIGTERM or SIGHUP (turned into SystemExit while the block runs); should the script be
-    killed outright, the kernel kills the JVMs. Call it from the main thread."""
+def running(directory: Path | str = DEFAULT_DIR, say=print, options: dict | None = None):
+    """A cluster for the length of a `with` block (make demo-fluss, bench/bench_fluss.py, a test's
+    own cluster): started with die_with_parent, and stopped when the block ends, however it ends: an
+    exception, Ctrl-C, SIGTERM or SIGHUP (turned into SystemExit while the block runs); should the
+    process be killed outright, the kernel kills the JVMs. Call it from the main thread."""
     handled = (signal.SIGTERM, signal.SIGHUP)
     previous = {sig: signal.signal(sig, _exit_on_signal) for sig in handled}
     try:
-        yield start(directory, die_with_parent=True, say=say)
+        yield start(directory, die_with_parent=True, say=say, options=options)
     finally:
         try:
             stop(directory, say=say)
