@@ -5,10 +5,10 @@
 //!   written once in `functions::glue`. Uses everything below.
 //! - `serving` — the serving layer's operations on the extension's connections: build,
 //!   dashboard reads, refresh, reconcile, follow, and the state they keep per database.
-//!   Uses `host`, `lake`, `core`.
+//!   Uses `host`, `lake`, `fluss`, `core`.
 //! - `host` — living inside DuckDB's process: the connection pool, the writer lease and its
 //!   explicit transaction, the watchdog that lets go of a closed database, the descriptor
-//!   registry, the exit hook. Uses `core`.
+//!   registry, the exit hook, DuckDB's global settings as our connection reads them. Uses `core`.
 //! - `fluss` — the Fluss boundary: Apache Fluss's Rust client (one runtime, one connection per
 //!   cluster), tables described, the changelog read as Arrow. Uses `core`.
 //! - `lake` — the Paimon boundary: tables planned and read through paimon-rust, storage
@@ -16,6 +16,10 @@
 //! - `core` — pure logic, no DuckDB connection, no paimon: source strings, the schema contract,
 //!   the mart arithmetic, the duplicate check, the tier DDL, quoting, locations, the sandbox
 //!   decision, errors.
+//!
+//! Within and across the folders no module imports one that imports it back
+//! (`scripts/import_cycles.py` prints any cycle; test/python/tooling/test_import_cycles.py
+//! keeps the count at zero).
 
 pub mod core;
 #[cfg(not(duckdb14))]

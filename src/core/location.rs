@@ -1,6 +1,7 @@
 //! Where a path points, as text: local or object storage, the `file:` prefix, the longest path
-//! worth resolving, and URLs shown without their credentials. Pure string logic, shared by the
-//! source strings, the sandbox and the lake boundary.
+//! worth resolving, whether two paths name the same table, and URLs shown without their
+//! credentials. Pure path logic (no file is looked at), shared by the source strings, the
+//! sandbox, the lake boundary and the serving layer.
 
 /// Linux's PATH_MAX: no longer path can be opened, so none is worth resolving.
 pub const MAX_PATH: usize = 4096;
@@ -13,6 +14,12 @@ pub fn is_remote(path: &str) -> bool {
 /// A local path as the file system sees it (`file://` dropped, as DuckDB's readers do).
 pub fn local_path(path: &str) -> &str {
     path.strip_prefix("file://").or_else(|| path.strip_prefix("file:")).unwrap_or(path)
+}
+
+/// Whether two lake paths name the same table directory: the same text but for a trailing `/`,
+/// or the same absolute path (a relative one taken from the working directory).
+pub fn same_table(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/') == b.trim_end_matches('/') || std::path::absolute(a).ok() == std::path::absolute(b).ok()
 }
 
 /// `scheme://user:password@host/...` shown without its user info.

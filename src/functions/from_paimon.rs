@@ -28,7 +28,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use duckdb::ffi;
 
 use crate::core::location::is_remote;
-use crate::core::sandbox::Sandbox;
 use crate::lake::{Access, LakeTable};
 use crate::serving::state::SharedDatabase;
 
@@ -117,7 +116,7 @@ fn plain_read(replacement: &Replacement, path: &str) -> Option<String> {
         .database
         .session
         .try_read(|conn| {
-            let sandbox = Sandbox::query(conn)?;
+            let sandbox = crate::host::settings::sandbox(conn)?;
             if replacement.parquet.load(Ordering::Relaxed) {
                 return Ok((sandbox, true));
             }

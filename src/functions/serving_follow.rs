@@ -79,7 +79,7 @@ impl RowsFunction for ServingFollow {
         let publish = match ctx.call.named.get(1).cloned().flatten() {
             Some(target) => {
                 // A target the sandbox forbids is refused now, not by every apply in the background.
-                access.sandbox.check_tree(Self::NAME, &publish::target_path(&target)?)?;
+                crate::lake::check_tree(&access.sandbox, Self::NAME, &publish::target_path(&target)?)?;
                 let target = target.trim().to_string();
                 Some(follow::PublishTo { target, options: access.options.clone(), last: ctx.db.published.clone() })
             }

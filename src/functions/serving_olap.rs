@@ -17,15 +17,11 @@ impl CompanyFunction for ServingOlap {
     const NAME: &'static str = "serving_olap";
     const LAKE_FACT: bool = true;
     fn query(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue> {
-        crate::serving::olap(conn, company, query)
+        crate::serving::olap(conn, company, query, None)
     }
     fn query_call(ctx: &Ctx) -> Result<DayRevenue> {
-        match ctx.call.named.first().cloned().flatten() {
-            Some(fact) => {
-                let access = ctx.db.lake_access(&ctx.call.access, &fact);
-                crate::serving::replica::olap_from_lake(ctx.conn, &ctx.call.arg, &ctx.call.dashboard, &fact, &access)
-            }
-            None => Self::query(ctx.conn, &ctx.call.arg, &ctx.call.dashboard),
-        }
+        let fact = ctx.call.named.first().cloned().flatten();
+        let access = fact.as_deref().map(|f| ctx.db.lake_access(&ctx.call.access, f));
+        crate::serving::olap(ctx.conn, &ctx.call.arg, &ctx.call.dashboard, fact.as_deref().zip(access.as_ref()))
     }
 }

@@ -9,9 +9,8 @@ use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
 use crate::host::session::Role;
-use crate::serving::layer::now_micros;
-use crate::serving::refresh::{self, Reconciled};
-use crate::serving::replica;
+use crate::serving::meta::now_micros;
+use crate::serving::reconcile::{self, Reconciled};
 
 pub struct ServingReconcile;
 
@@ -30,19 +29,15 @@ impl RowsFunction for ServingReconcile {
     const LAKE_OPTIONS: bool = true;
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
-        let (diffs, generation) = match ctx.call.named.first().cloned().flatten() {
-            Some(fact) => {
-                let access = ctx.db.lake_access(&ctx.call.access, &fact);
-                replica::reconcile_against(ctx.conn, &fact, &access)?
-            }
-            None => refresh::reconcile(ctx.conn)?,
-        };
+        let fact = ctx.call.named.first().cloned().flatten();
+        let access = fact.as_deref().map(|f| ctx.db.lake_access(&ctx.call.access, f));
+        let (diffs, generation) = reconcile::reconcile(ctx.conn, fact.as_deref().zip(access.as_ref()))?;
         let outcome = Reconciled { at: now_micros(), clean: diffs.is_empty(), generation };
         *ctx.db.reconciled() = Some(outcome);
         // Stored in serving_meta when no writer is running; otherwise status shows it from
         // memory (a reader never waits for a build).
         if let Some(stored) =
-            ctx.db.session.try_writer(&ctx.call.search_path, |c| refresh::record_reconcile(c, outcome))
+            ctx.db.session.try_writer(&ctx.call.search_path, |c| reconcile::record_reconcile(c, outcome))
         {
             stored?;
         }

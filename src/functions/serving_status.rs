@@ -18,7 +18,8 @@ use super::glue::table::RowsFunction;
 use crate::core::error::{Error, Result};
 use crate::host::session::Role;
 use crate::serving::follow;
-use crate::serving::refresh;
+use crate::serving::meta::now_micros;
+use crate::serving::status::{self, Status};
 
 pub struct ServingStatus;
 
@@ -34,7 +35,7 @@ fn alert_lag(
     following: &Option<String>,
     progress: &follow::Progress,
 ) -> Option<i64> {
-    let now_ms = crate::serving::layer::now_micros() / 1000;
+    let now_ms = now_micros() / 1000;
     let since_ok = progress.last_ok_at.map(|at| (now_ms - at / 1000).max(0));
     let waiting = match stream {
         Some((_, 0)) => Some(0),
@@ -49,13 +50,13 @@ fn alert_lag(
 
 /// A Fluss layer's position and how many records its table's log holds beyond it.
 #[cfg(not(duckdb14))]
-fn stream_lag(s: &refresh::Status, access: &crate::lake::Access) -> Option<(i64, i64)> {
+fn stream_lag(s: &Status, access: &crate::lake::Access) -> Option<(i64, i64)> {
     let source = s.source.as_deref().filter(|src| crate::core::stream::is_fluss(src))?;
     crate::serving::stream_source::lag(source, s.stream_position.as_deref(), access)
 }
 
 #[cfg(duckdb14)]
-fn stream_lag(_: &refresh::Status, _: &crate::lake::Access) -> Option<(i64, i64)> {
+fn stream_lag(_: &Status, _: &crate::lake::Access) -> Option<(i64, i64)> {
     None
 }
 
@@ -101,7 +102,7 @@ impl RowsFunction for ServingStatus {
     const ROLE: Role = Role::Reader;
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
-        let mut s = match refresh::status(ctx.conn) {
+        let mut s = match status::status(ctx.conn) {
             Ok(s) => s,
             // Before the first build: a row that says so (a monitor polls this from the start).
             Err(Error::NotBuilt { .. }) => {

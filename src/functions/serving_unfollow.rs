@@ -7,7 +7,7 @@ use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
 use crate::host::session::Role;
-use crate::serving::refresh;
+use crate::serving::status;
 
 pub struct ServingUnfollow;
 
@@ -28,7 +28,7 @@ impl RowsFunction for ServingUnfollow {
         let Some(f) = stopped else { return Ok(Vec::new()) };
         let (source, progress) = (Some(f.source.clone()), f.stop());
         // Read after the stop: includes an apply that was running when we were called.
-        let snapshot = refresh::status(ctx.conn).ok().and_then(|s| s.lake_snapshot);
+        let snapshot = status::status(ctx.conn).ok().and_then(|s| s.lake_snapshot);
         Ok(vec![vec![source.into(), snapshot.into(), (progress.applies as i64).into(), progress.last_error.into()]])
     }
 }

@@ -12,10 +12,9 @@ use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 
 use super::glue::lake_batches::{self, Batches};
+use crate::core::VECTOR_SIZE;
 use crate::lake::Scan;
 use crate::serving::handoff::{self, Contents, Part};
-
-const CHUNK: usize = 2048;
 
 pub struct Handoff;
 
@@ -50,16 +49,16 @@ impl VTab for Handoff {
             let name = bind.get_parameter(1).to_string();
             let part = Part::parse(&name).ok_or_else(|| refused(format!("unknown part '{name}'")))?;
             let threads = super::glue::settings::threads(bind);
-            if part == Part::Lake {
-                let contents = handoff::open(id).ok_or_else(|| refused(format!("no parcel {id}")))?;
-                let Contents::Lake { schema, .. } = &*contents else {
-                    return Err(refused(format!("parcel {id} has no part 'lake'")));
-                };
-                lake_batches::declare(bind, handoff::FUNCTION, schema)?;
-                return Ok(Bound { id, part, threads });
-            }
             let ty = LogicalTypeHandle::from;
             let columns = match part {
+                Part::Lake => {
+                    let contents = handoff::open(id).ok_or_else(|| refused(format!("no parcel {id}")))?;
+                    let Contents::Lake { schema, .. } = &*contents else {
+                        return Err(refused(format!("parcel {id} has no part 'lake'")));
+                    };
+                    lake_batches::declare(bind, handoff::FUNCTION, schema)?;
+                    return Ok(Bound { id, part, threads });
+                }
                 Part::Keys => vec![("order_id", ty(LogicalTypeId::Bigint))],
                 Part::Mart => vec![
                     ("company", ty(LogicalTypeId::Varchar)),
@@ -72,7 +71,6 @@ impl VTab for Handoff {
                     ("order_day", ty(LogicalTypeId::Date)),
                     ("revenue", ty(LogicalTypeId::Bigint)),
                 ],
-                Part::Lake => unreachable!("declared above"),
                 Part::Counts => vec![
                     ("company", ty(LogicalTypeId::Varchar)),
                     ("order_days", LogicalTypeHandle::list(&ty(LogicalTypeId::Date))),
@@ -121,32 +119,32 @@ impl VTab for Handoff {
     fn func(func: &TableFunctionInfo<Self>, output: &mut DataChunkHandle) -> Result<(), Box<dyn std::error::Error>> {
         super::glue::guarded(|| {
             let scan = func.get_init_data();
-            if let Some(lake) = &scan.lake {
-                return lake.emit(output);
-            }
-            if let Contents::Rows(batches) = &*scan.contents {
-                return emit_rows(batches, &scan.next, output);
-            }
-            let len = match (&*scan.contents, scan.part) {
-                (Contents::Rows(_) | Contents::Lake { .. }, _) => 0,
-                (Contents::Keys(k), _) => k.len(),
-                (_, Part::Counts) => scan.runs.len(),
-                (Contents::Mart(m), _) => m.len(),
+            // The next rows of a parcel held in memory, at most a vector's worth.
+            let take = |len: usize| {
+                let start = scan.next.load(Ordering::Relaxed).min(len);
+                let end = (start + VECTOR_SIZE).min(len);
+                scan.next.store(end, Ordering::Relaxed);
+                start..end
             };
-            let start = scan.next.load(Ordering::Relaxed).min(len);
-            let end = (start + CHUNK).min(len);
-            scan.next.store(end, Ordering::Relaxed);
-            let n = end - start;
-            // SAFETY (all slices): `n <= CHUNK`, the vectors' capacity (list children are reserved
-            // for `total` values first), and each column's Rust type is the one bind declared for
-            // it (BIGINT i64, DATE i32, HUGEINT i128).
-            match (&*scan.contents, scan.part) {
-                // SAFETY: see above (BIGINT keys, `n <= CHUNK`).
-                (Contents::Keys(keys), _) => unsafe {
-                    output.flat_vector(0).as_mut_slice_with_len::<i64>(n).copy_from_slice(&keys[start..end]);
-                },
+            // SAFETY (all slices): at most VECTOR_SIZE rows, the vectors' capacity (list children
+            // are reserved for `total` values first), and each column's Rust type is the one bind
+            // declared for it (BIGINT i64, DATE i32, HUGEINT i128).
+            let n = match (&*scan.contents, scan.part) {
+                (Contents::Lake { .. }, _) => {
+                    let lake = scan.lake.as_ref().ok_or_else(|| refused("a lake parcel without its read".into()))?;
+                    return lake.emit(output);
+                }
+                (Contents::Rows(batches), _) => return emit_rows(batches, &scan.next, output),
+                (Contents::Keys(keys), _) => {
+                    let at = take(keys.len());
+                    // SAFETY: see above (BIGINT keys, at most VECTOR_SIZE).
+                    unsafe {
+                        output.flat_vector(0).as_mut_slice_with_len::<i64>(at.len()).copy_from_slice(&keys[at.clone()])
+                    };
+                    at.len()
+                }
                 (Contents::Mart(mart), Part::Counts) => {
-                    let runs = &scan.runs[start..end];
+                    let runs = &scan.runs[take(scan.runs.len())];
                     let total: usize = runs.iter().map(|r| r.len()).sum();
                     let company = output.flat_vector(0);
                     let (mut days, mut orders) = (output.list_vector(1), output.list_vector(2));
@@ -170,25 +168,28 @@ impl VTab for Handoff {
                     }
                     days.set_len(total);
                     orders.set_len(total);
+                    runs.len()
                 }
-                (Contents::Rows(_) | Contents::Lake { .. }, _) => {}
                 (Contents::Mart(mart), _) => {
+                    let at = take(mart.len());
+                    let n = at.len();
                     let company = output.flat_vector(0);
-                    for (i, g) in (start..end).enumerate() {
+                    for (i, g) in at.clone().enumerate() {
                         company.insert(i, mart.company(g));
                     }
                     let mut days = output.flat_vector(1);
-                    // SAFETY: a DATE column, `n <= CHUNK`.
+                    // SAFETY: a DATE column, at most VECTOR_SIZE.
                     let day_slots = unsafe { days.as_mut_slice_with_len::<i32>(n) };
-                    for (slot, day) in day_slots.iter_mut().zip(mart.days(start..end)) {
+                    for (slot, day) in day_slots.iter_mut().zip(mart.days(at.clone())) {
                         *slot = day;
                     }
                     let mut revenue = output.flat_vector(2);
-                    // SAFETY: a HUGEINT column, `n <= CHUNK`.
+                    // SAFETY: a HUGEINT column, at most VECTOR_SIZE.
                     let revenue_slots = unsafe { revenue.as_mut_slice_with_len::<i128>(n) };
-                    revenue_slots.copy_from_slice(&mart.revenues()[start..end]);
+                    revenue_slots.copy_from_slice(&mart.revenues()[at]);
+                    n
                 }
-            }
+            };
             output.set_len(n);
             Ok(())
         })
@@ -210,7 +211,7 @@ fn emit_rows(
         return Ok(());
     };
     let n = batch.num_rows();
-    if n > CHUNK {
+    if n > VECTOR_SIZE {
         return Err(refused(format!("a batch of {n} rows exceeds a vector")));
     }
     let int64 = |i: usize| {
@@ -228,7 +229,7 @@ fn emit_rows(
         .ok_or_else(|| refused("column 1 is not VARCHAR".into()))?;
     let day =
         batch.column(2).as_any().downcast_ref::<Date32Array>().ok_or_else(|| refused("column 2 is not DATE".into()))?;
-    // SAFETY: `n <= CHUNK`, the vectors' capacity; BIGINT is i64 and DATE is i32 in DuckDB.
+    // SAFETY: `n <= VECTOR_SIZE`, the vectors' capacity; BIGINT is i64 and DATE is i32 in DuckDB.
     unsafe {
         output.flat_vector(0).as_mut_slice_with_len::<i64>(n).copy_from_slice(ids.values());
         output.flat_vector(2).as_mut_slice_with_len::<i32>(n).copy_from_slice(day.values());

@@ -5,8 +5,8 @@
 //! written; a table is created only where nothing is (a missing or empty directory, an empty
 //! prefix), never over other files; a write that fails before its commit leaves the table's
 //! snapshots as they were (at worst, unreferenced data files that Paimon's orphan cleaning
-//! removes). Rows arrive as Arrow 60 (DuckDB's) and cross to Arrow 58 (paimon's) through the C
-//! Data Interface, as reads do the other way.
+//! removes). Rows arrive as Arrow 60 (DuckDB's) and cross to Arrow 58 (paimon's) through
+//! `arrow_bridge`, as reads do the other way.
 
 use std::sync::Arc;
 
@@ -16,7 +16,11 @@ use paimon::io::FileIO;
 use paimon::spec::{DataType, Schema, TableSchema};
 use paimon::table::SchemaManager;
 
-use super::{Access, LakeTable, Site};
+use super::arrow_bridge::to_arrow58;
+use super::confine::check_tree;
+use super::options::Access;
+use super::site::Site;
+use super::table::LakeTable;
 use crate::core::error::{Error, Result};
 use crate::core::location::{is_remote, local_path, MAX_PATH};
 
@@ -77,7 +81,7 @@ impl LakeTable {
         if path.len() > MAX_PATH {
             return Err(place.err(format!("the path is longer than {MAX_PATH} bytes")));
         }
-        access.sandbox.check_tree(function, path)?;
+        check_tree(&access.sandbox, function, path)?;
         let remote = is_remote(path);
         let location = if remote {
             let scheme = path.split("://").next().unwrap_or("").to_ascii_lowercase();
@@ -210,21 +214,7 @@ fn table_schema(new: &NewTable<'_>) -> Result<TableSchema> {
 
 /// Arrow 60 rows → Arrow 58 with Paimon's `_VALUE_KIND` column appended.
 fn with_kinds(rows: &Batch60, kinds: &[RowKind]) -> std::result::Result<arrow_array::RecordBatch, String> {
-    use duckdb::arrow::array::Array as _;
-    let as_struct: duckdb::arrow::array::StructArray = rows.clone().into();
-    let (array, schema) = duckdb::arrow::ffi::to_ffi(&as_struct.to_data()).map_err(|e| e.to_string())?;
-    // SAFETY: FFI_ArrowArray / FFI_ArrowSchema are the #[repr(C)] structs the Arrow C Data
-    // Interface specifies; both arrow-rs versions define exactly that layout, so moving them
-    // bitwise hands ownership (and the release callback) from one to the other.
-    let (array, schema) = unsafe {
-        (
-            std::mem::transmute::<duckdb::arrow::ffi::FFI_ArrowArray, arrow_array::ffi::FFI_ArrowArray>(array),
-            std::mem::transmute::<duckdb::arrow::ffi::FFI_ArrowSchema, arrow_array::ffi::FFI_ArrowSchema>(schema),
-        )
-    };
-    // SAFETY: `array` and `schema` were just exported by arrow-rs and are valid and unshared.
-    let data = unsafe { arrow_array::ffi::from_ffi(array, &schema) }.map_err(|e| e.to_string())?;
-    let batch = arrow_array::RecordBatch::from(arrow_array::StructArray::from(data));
+    let batch = to_arrow58(rows)?;
     let kinds = arrow_array::Int8Array::from(kinds.iter().map(|k| k.byte()).collect::<Vec<_>>());
     let mut fields: Vec<arrow_schema::FieldRef> = batch.schema().fields().iter().cloned().collect();
     fields.push(Arc::new(arrow_schema::Field::new(

@@ -15,15 +15,17 @@ use std::time::{Duration, Instant};
 use duckdb::Connection;
 
 use crate::core::error::{Error, Result};
-use crate::core::sandbox::Sandbox;
+use crate::core::location::same_table;
 use crate::core::schema::META;
 use crate::core::source::Origin;
 use crate::host::session::Session;
+use crate::host::settings;
 use crate::host::transaction::Transaction;
 use crate::lake::{Access, LakeOptions, LakeTable};
-use crate::serving::layer::now_micros;
+use crate::serving::meta::{not_built, now_micros};
 use crate::serving::publish::{self, LastPublish};
-use crate::serving::refresh;
+use crate::serving::served::{self, Mode};
+use crate::serving::{history, refresh, replica};
 
 /// The longest pause between retries after failed applies.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -94,7 +96,7 @@ impl Drop for Follower {
 /// The source of the serving layer, and the snapshot it reflects.
 fn built_from(conn: &Connection) -> Result<(Option<String>, Option<i64>)> {
     conn.query_row(&format!("SELECT source, lake_snapshot FROM {META}"), [], |r| Ok((r.get(0)?, r.get(1)?)))
-        .map_err(|e| crate::serving::layer::not_built("serving_follow", e))
+        .map_err(|e| not_built("serving_follow", e))
 }
 
 /// Checks that the layer was built from the Paimon table `source` names; returns its path.
@@ -121,15 +123,15 @@ pub fn check_source(conn: &Connection, source: &str, access: &Access) -> Result<
 
 /// Applies whatever the lake has beyond what the layer reflects; the new snapshot if any.
 fn apply_once(conn: &Connection, source: &str, path: &str, options: &LakeOptions) -> Result<Option<i64>> {
-    let access = Access { sandbox: Sandbox::query(conn)?, options: options.clone() };
-    let (applied, millis) = crate::serving::history::held(conn, "serving_follow")?;
-    if crate::serving::replica::mode(conn, "serving_follow")? == crate::serving::replica::Mode::Mart {
-        return crate::serving::replica::apply(conn, source, path, &access, applied, millis);
+    let access = Access { sandbox: settings::sandbox(conn)?, options: options.clone() };
+    let (applied, millis) = history::held(conn, "serving_follow")?;
+    if served::mode(conn, "serving_follow")? == Mode::Mart {
+        return replica::apply(conn, source, path, &access, applied, millis);
     }
     let table = LakeTable::open("serving_follow", path, &access)?;
     // A rewritten history is rebuilt by the refresh below even when no newer id exists (a
     // rollback leaves the latest id at or below the one held).
-    let rewritten = crate::serving::history::rewritten(&table, applied, millis)?.is_some();
+    let rewritten = history::rewritten(&table, applied, millis)?.is_some();
     let latest = table.latest_snapshot()?;
     if !rewritten && (latest.is_none() || latest <= applied) {
         return Ok(None);
@@ -165,7 +167,7 @@ fn wait(pause: Duration, stop: &AtomicBool, session: &Weak<Session>) -> bool {
 
 /// Publishes the mart after an apply (or after a failed publish, until one succeeds).
 fn publish_once(conn: &Connection, to: &PublishTo) -> Result<()> {
-    let access = Access { sandbox: Sandbox::query(conn)?, options: to.options.clone() };
+    let access = Access { sandbox: settings::sandbox(conn)?, options: to.options.clone() };
     publish::publish(conn, &to.target, &access, &to.last).map(|_| ())
 }
 
@@ -281,7 +283,7 @@ pub fn lag(source: &str, applied: Option<i64>, millis: Option<i64>, access: &Acc
     let Some(path) = Origin::lake_path(source, &access.sandbox) else { return Lag::default() };
     let Ok(table) = LakeTable::open("serving_status", &path, access) else { return Lag::default() };
     let Ok(latest) = table.latest_snapshot() else { return Lag::default() };
-    if let Ok(Some(why)) = crate::serving::history::rewritten(&table, applied, millis) {
+    if let Ok(Some(why)) = history::rewritten(&table, applied, millis) {
         return Lag { latest, snapshots: None, millis: None, rewritten: Some(why) };
     }
     let applied = applied.unwrap_or(0);
@@ -292,9 +294,4 @@ pub fn lag(source: &str, applied: Option<i64>, millis: Option<i64>, access: &Acc
         table.snapshot_time_millis(applied + 1).ok().map(|t| (now_micros() / 1000 - t).max(0))
     };
     Lag { latest, snapshots: Some(behind), millis, rewritten: None }
-}
-
-/// Whether two lake paths name the same table directory.
-pub fn same_table(a: &str, b: &str) -> bool {
-    a.trim_end_matches('/') == b.trim_end_matches('/') || std::path::absolute(a).ok() == std::path::absolute(b).ok()
 }

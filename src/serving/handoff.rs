@@ -29,7 +29,7 @@ pub enum Contents {
     Keys(Vec<i64>),
     Mart(Arc<Mart>),
     /// fct_orders-shaped Arrow batches (order_id, company, order_day, revenue), none longer
-    /// than a DuckDB vector (2048 rows).
+    /// than a DuckDB vector (`core::VECTOR_SIZE` rows).
     Rows(Vec<RecordBatch>),
     /// A planned read of a Paimon table, read on DuckDB's threads each time it is scanned; its
     /// columns (`schema`, as the table declares them) in the order the read projects them.
@@ -77,8 +77,9 @@ fn parcels() -> std::sync::MutexGuard<'static, Option<HashMap<i64, Arc<Contents>
     PARCELS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A random non-negative BIGINT (parcel ids, serving_meta generations).
-pub fn random_token() -> i64 {
+/// A new parcel id: a random non-negative BIGINT (serving_meta's generations have their own,
+/// `meta::new_generation`).
+fn parcel_id() -> i64 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut h = RandomState::new().build_hasher();
     h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
@@ -92,7 +93,7 @@ pub struct Parcel {
 
 impl Parcel {
     pub fn new(contents: Contents) -> Parcel {
-        let id = random_token();
+        let id = parcel_id();
         parcels().get_or_insert_with(HashMap::new).insert(id, Arc::new(contents));
         Parcel { id }
     }
@@ -141,7 +142,7 @@ mod tests {
         assert!(matches!(open(id).as_deref(), Some(Contents::Keys(k)) if k == &[1, 2]));
         drop(p);
         assert!(open(id).is_none());
-        assert_ne!(random_token(), random_token());
+        assert_ne!(parcel_id(), parcel_id());
         assert_eq!(Part::parse("counts"), Some(Part::Counts));
         assert_eq!(Part::parse("x"), None);
     }

@@ -13,7 +13,7 @@ use crate::core::error::Result;
 use crate::core::lineage;
 use crate::core::schema::META;
 use crate::lake::LakeTable;
-use crate::serving::layer::not_built;
+use crate::serving::meta::not_built;
 
 /// The snapshot the layer reflects and the commit time recorded with it, from serving_meta.
 pub fn held(conn: &Connection, function: &'static str) -> Result<(Option<i64>, Option<i64>)> {

@@ -20,13 +20,15 @@ use duckdb::arrow::datatypes::{DataType, Schema};
 use duckdb::Connection;
 
 use crate::core::error::{Error, Result};
+use crate::core::location::same_table;
 use crate::core::mapping::ColumnMap;
 use crate::core::quote;
 use crate::core::schema::{self, META};
 use crate::core::source::Origin;
 use crate::lake::{Access, LakeTable};
 use crate::serving::handoff::{Contents, Parcel, Part};
-use crate::serving::layer::{duckdb_type_name, not_built, AnyOrder, ResolvedSource};
+use crate::serving::meta::not_built;
+use crate::serving::source::{duckdb_type_name, AnyOrder, ResolvedSource};
 use crate::serving::{delta, history, mapped};
 
 /// Where a Paimon source's merged state is staged for a refresh.
@@ -259,16 +261,12 @@ fn built_lake_snapshot(conn: &Connection, path: &str, access: &Access) -> Result
         })
         .map_err(|e| not_built("serving_refresh", e))?;
     let refuse = |why: String| Error::Refused { function: "serving_refresh", problem: why };
-    let same_dir = |a: &str, b: &str| {
-        let (a, b) = (a.trim_end_matches('/'), b.trim_end_matches('/'));
-        a == b || std::path::absolute(a).ok() == std::path::absolute(b).ok()
-    };
     match source.as_deref().and_then(|s| Origin::lake_path(s, &access.sandbox)) {
         None => Err(refuse(format!(
             "the serving layer was built from '{}', not from a Paimon table; run serving_build('paimon:{path}') first",
             source.unwrap_or_default()
         ))),
-        Some(built) if !same_dir(&built, path) => Err(refuse(format!(
+        Some(built) if !same_table(&built, path) => Err(refuse(format!(
             "the serving layer reflects the Paimon table '{built}', not '{path}'; rebuild with serving_build to switch tables"
         ))),
         Some(_) => Ok(Some((snapshot.unwrap_or(0), millis))),

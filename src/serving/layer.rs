@@ -1,13 +1,12 @@
 //! Building the fact layer on the extension's own connection: a source resolved against the
-//! serving contract, loaded, checked, and `fct_orders` / `mart_daily` / `serving_meta` replaced
-//! (the readers live in `read`, a Paimon source's staging in `lake_source`). Each build
-//! is one transaction, so a failure leaves the previous `fct_orders` / `mart_daily` exactly as
-//! they were.
+//! serving contract (here a table, view or file; a Paimon table in `lake_source`, a Fluss table
+//! in `stream_source`), loaded, checked, and `fct_orders` / `mart_daily` / `serving_meta`
+//! replaced. Each build is one transaction, so a failure leaves the previous `fct_orders` /
+//! `mart_daily` exactly as they were.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use duckdb::arrow::array::{Array, Int64Array};
-use duckdb::arrow::datatypes::DataType;
 use duckdb::types::ValueRef;
 use duckdb::Connection;
 
@@ -15,11 +14,13 @@ use crate::core::dupcheck;
 use crate::core::error::{clean_duckdb_message, Error, Result};
 use crate::core::mapping::ColumnMap;
 use crate::core::quote;
-use crate::core::schema::{self, Place, SourceColumns, FACT, MART, META};
+use crate::core::sandbox::Sandbox;
+use crate::core::schema::{self, Place, FACT, MART, META};
 use crate::core::source::{Origin, Source};
 use crate::host::transaction::Transaction;
 use crate::lake::Access;
-use crate::serving::handoff::Parcel;
+use crate::serving::meta::{current_place, elapsed_ms, new_generation, now_micros, recorded_source, refuse_read_only};
+use crate::serving::source::{describe, AnyOrder, ResolvedSource};
 
 /// The one row serving_build returns.
 #[derive(Debug, Clone, Default)]
@@ -32,75 +33,6 @@ pub struct BuildSummary {
     pub source: String,
     pub lake_snapshot: Option<i64>,
     pub elapsed_ms: f64,
-}
-
-/// `(name, type)` of every column of a relation, or SourceNotFound.
-pub fn describe(conn: &Connection, raw: &str, relation: &str) -> Result<Vec<(String, String)>> {
-    let not_found = |e: duckdb::Error| Error::SourceNotFound { source: raw.into(), detail: clean_duckdb_message(&e) };
-    let mut stmt = conn.prepare_cached(&format!("DESCRIBE SELECT * FROM {relation}")).map_err(not_found)?;
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).map_err(not_found)?;
-    rows.collect::<std::result::Result<Vec<_>, _>>().map_err(not_found)
-}
-
-/// Milliseconds since `started`, to the microsecond (no float noise such as 44.654382999999996).
-pub fn elapsed_ms(started: Instant) -> f64 {
-    started.elapsed().as_micros() as f64 / 1e3
-}
-
-pub fn now_micros() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
-}
-
-/// The source resolved and checked against the contract, ready to SELECT from.
-pub struct ResolvedSource {
-    pub raw: String,
-    pub relation: String,
-    pub columns: SourceColumns,
-    /// For a Paimon source: the snapshot whose merged state was read, and its commit time.
-    pub lake_snapshot: Option<i64>,
-    pub lake_snapshot_millis: Option<i64>,
-    /// For a lake refresh: why the snapshot the layer holds is no longer the table's history
-    /// (`serving::history`), so this source is the latest state read whole, to rebuild from.
-    pub rebuild: Option<String>,
-    /// For a Paimon source read where it is loaded: the parcel `relation` scans (withdrawn
-    /// when dropped).
-    pub read: Option<Parcel>,
-    /// Whether the load may insert in any order (`AnyOrder`): a lake read, and the session may
-    /// change that setting (`lock_configuration` forbids it).
-    pub any_order: bool,
-}
-
-/// Lets DuckDB insert rows in any order on our connection (`preserve_insertion_order`, this
-/// session only) until dropped: rows from a table function without batch indexes are
-/// otherwise inserted by one thread. Scoped to one load: the statements after it (the mart's
-/// CTAS from an ordered aggregate) must keep their order. DuckDB refuses the RESET inside an
-/// aborted transaction, so after a failed load the caller resets once the transaction ended.
-pub struct AnyOrder<'a>(&'a Connection);
-
-impl<'a> AnyOrder<'a> {
-    pub fn set(conn: &'a Connection) -> AnyOrder<'a> {
-        // Only slower if refused: the load is the same either way.
-        let _ = conn.execute_batch("SET SESSION preserve_insertion_order = false");
-        AnyOrder(conn)
-    }
-
-    /// Whether DuckDB lets this session change the setting. Asked outside any transaction: a
-    /// refused SET inside one aborts it (DuckDB 1.4 under `lock_configuration`).
-    pub fn allowed(conn: &Connection) -> bool {
-        let allowed = conn.execute_batch("SET SESSION preserve_insertion_order = false").is_ok();
-        AnyOrder::reset(conn);
-        allowed
-    }
-
-    pub fn reset(conn: &Connection) {
-        let _ = conn.execute_batch("RESET SESSION preserve_insertion_order");
-    }
-}
-
-impl Drop for AnyOrder<'_> {
-    fn drop(&mut self) {
-        AnyOrder::reset(self.0);
-    }
 }
 
 /// Resolves a source string. A Paimon source is planned (its snapshot pinned) and read where it
@@ -138,16 +70,7 @@ pub fn resolve(
             (relation, columns)
         }
     };
-    Ok(ResolvedSource {
-        raw: raw.into(),
-        relation,
-        columns,
-        lake_snapshot: None,
-        lake_snapshot_millis: None,
-        rebuild: None,
-        read: None,
-        any_order: false,
-    })
+    Ok(ResolvedSource::relation(raw, relation, columns))
 }
 
 /// Resolves a refresh's change set and how it marks deletes (`deleted :=`, see
@@ -216,7 +139,7 @@ fn boolean_expression(conn: &Connection, src: &ResolvedSource, expr: &str) -> Re
 /// A FIFO as a source would block DuckDB's reader forever (and a device never ends): refuse
 /// anything but a regular file, before DuckDB opens it. Globs and paths the sandbox forbids are
 /// left to DuckDB (which matches only files, or refuses with its own message).
-fn refuse_special_file(raw: &str, path: &str, sandbox: &crate::core::sandbox::Sandbox) -> Result<()> {
+fn refuse_special_file(raw: &str, path: &str, sandbox: &Sandbox) -> Result<()> {
     if path.contains(['*', '?', '[']) || path.contains("://") || !sandbox.permits(path) {
         return Ok(());
     }
@@ -227,45 +150,6 @@ fn refuse_special_file(raw: &str, path: &str, sandbox: &crate::core::sandbox::Sa
         }),
         _ => Ok(()),
     }
-}
-
-/// DuckDB's name for an Arrow type, for the columns we stage (others are reported as Arrow names).
-pub fn duckdb_type_name(dt: &DataType) -> String {
-    match dt {
-        DataType::Int8 => "TINYINT".into(),
-        DataType::Int16 => "SMALLINT".into(),
-        DataType::Int32 => "INTEGER".into(),
-        DataType::Int64 => "BIGINT".into(),
-        DataType::UInt8 => "UTINYINT".into(),
-        DataType::UInt16 => "USMALLINT".into(),
-        DataType::UInt32 => "UINTEGER".into(),
-        DataType::UInt64 => "UBIGINT".into(),
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "VARCHAR".into(),
-        DataType::Date32 => "DATE".into(),
-        DataType::Boolean => "BOOLEAN".into(),
-        DataType::Float32 => "FLOAT".into(),
-        DataType::Float64 => "DOUBLE".into(),
-        DataType::Decimal128(p, s) => format!("DECIMAL({p},{s})"),
-        DataType::Timestamp(unit, tz) => {
-            use duckdb::arrow::datatypes::TimeUnit;
-            match (unit, tz) {
-                (_, Some(_)) => "TIMESTAMP WITH TIME ZONE".into(),
-                (TimeUnit::Second, None) => "TIMESTAMP_S".into(),
-                (TimeUnit::Millisecond, None) => "TIMESTAMP_MS".into(),
-                (TimeUnit::Microsecond, None) => "TIMESTAMP".into(),
-                (TimeUnit::Nanosecond, None) => "TIMESTAMP_NS".into(),
-            }
-        }
-        DataType::Time32(_) | DataType::Time64(_) => "TIME".into(),
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_) => "BLOB".into(),
-        other => other.to_string(),
-    }
-}
-
-/// DuckDB's `threads` setting as our connection sees it (global, so the caller's too).
-pub fn reader_threads(conn: &Connection) -> usize {
-    conn.query_row("SELECT current_setting('threads')::BIGINT", [], |r| r.get::<_, i64>(0))
-        .map_or(1, |n| n.max(1) as usize)
 }
 
 fn first_row_strings(conn: &Connection, sql: &str) -> Option<(String, String)> {
@@ -396,15 +280,6 @@ pub fn summarize_with(
     .map_err(|e| Error::duckdb("serving: summarizing", &e))
 }
 
-/// The catalog and schema a build writes into: the session's current ones (where an
-/// unqualified CREATE TABLE would land).
-pub fn current_place(conn: &Connection) -> Result<Place> {
-    conn.query_row("SELECT current_database(), current_schema()", [], |r| {
-        Ok(Place { catalog: r.get(0)?, schema: r.get(1)? })
-    })
-    .map_err(|e| Error::duckdb("serving: finding the current schema", &e))
-}
-
 /// Replaces the serving tables at `place` from a resolved source; the caller owns the
 /// transaction. The new fact is loaded under a staging name and renamed into place only after
 /// every check, so a source that reads the current fct_orders (even through a view) still sees it.
@@ -448,7 +323,7 @@ pub fn build_from(
             now_micros(),
             recorded,
             lake_snapshot,
-            crate::serving::handoff::random_token(),
+            new_generation(),
             place.catalog,
             place.schema,
             src.lake_snapshot_millis,
@@ -457,45 +332,6 @@ pub fn build_from(
     )
     .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
     Ok(())
-}
-
-/// Whether the current database was opened read-only (an attached one too).
-pub fn read_only(conn: &Connection) -> bool {
-    conn.query_row("SELECT readonly FROM duckdb_databases() WHERE database_name = current_database()", [], |r| {
-        r.get::<_, bool>(0)
-    })
-    .unwrap_or(false)
-}
-
-/// A writer on a read-only database says so before it reads any source.
-pub fn refuse_read_only(conn: &Connection, function: &'static str) -> Result<()> {
-    if !read_only(conn) {
-        return Ok(());
-    }
-    let name: String = conn.query_row("SELECT current_database()", [], |r| r.get(0)).unwrap_or_default();
-    Err(Error::Refused {
-        function,
-        problem: format!(
-            "the database '{name}' is read-only, and {function} writes the serving tables; open it read-write \
-             (readers such as serving_dashboard, serving_status and serving_reconcile work read-only)"
-        ),
-    })
-}
-
-/// The source as the layer records it: a local Paimon table as `paimon:<absolute directory>`,
-/// so that refresh, follow and status reach the same table after the process changes its
-/// working directory; anything else as given.
-pub fn recorded_source(raw: &str, access: &Access) -> String {
-    match Origin::of(raw, &access.sandbox) {
-        Ok(Origin::Lake(path)) if !crate::core::location::is_remote(&path) => {
-            let local = crate::core::location::local_path(&path);
-            match std::path::absolute(local) {
-                Ok(abs) => format!("paimon:{}", abs.display()),
-                Err(_) => raw.to_string(),
-            }
-        }
-        _ => raw.to_string(),
-    }
 }
 
 /// Where a build loads the new fact before it replaces fct_orders.
@@ -601,34 +437,4 @@ pub fn refuse_foreign_tables(conn: &Connection, place: &Place) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Bookkeeping columns added after the first release of the serving layout.
-const LATER_COLUMNS: [&str; 9] = [
-    "serving_catalog",
-    "serving_schema",
-    "generation",
-    "fct_rows",
-    "order_days",
-    "lake_snapshot_millis",
-    "rebuilt_because",
-    "columns",
-    "stream_position",
-];
-
-pub fn not_built(function: &'static str, e: duckdb::Error) -> Error {
-    let msg = clean_duckdb_message(&e);
-    if msg.contains("Catalog Error") && [MART, FACT, META, schema::COUNTS].iter().any(|t| msg.contains(t)) {
-        Error::NotBuilt { function }
-    } else if msg.contains("Binder Error") && LATER_COLUMNS.iter().any(|c| msg.contains(c)) {
-        Error::Refused {
-            function,
-            problem: format!(
-                "the serving tables were built by an older streamhouse (their layout lacks a column this \
-                 version keeps); run serving_build(source) again ({msg})"
-            ),
-        }
-    } else {
-        Error::DuckDb { context: function.into(), message: msg }
-    }
 }

@@ -8,7 +8,7 @@ use duckdb::Connection;
 use crate::core::error::{clean_duckdb_message, shown, Error, Result};
 use crate::core::mapping::{self, ColumnMap};
 use crate::core::schema::{self, SourceColumns};
-use crate::serving::layer::describe;
+use crate::serving::source::describe;
 
 /// The relation `relation` seen through `map`, and its serving columns.
 pub fn wrap(conn: &Connection, raw: &str, relation: &str, map: &ColumnMap) -> Result<(String, SourceColumns)> {

@@ -1,26 +1,42 @@
-//! The serving layer's operations, run on the extension's own connections (`host`). Building:
-//! `layer` (a table, view or file source), `lake_source` (a Paimon table), `stream_source` (a
-//! Fluss table, by union read), `mapped` (a source read through `columns :=`), `replica` (a
-//! mart-only layer from a Paimon mart table). Reading: `read` (dashboard, OLAP oracle, plan, at
-//! the place the layer records). Keeping fresh: `refresh` (changes, reconcile, status),
-//! `delta` (a Paimon table's new snapshots as a change set), `history` (whether the lake
-//! snapshot held is still the table's), `follow` (the background follower), `publish` (the mart
-//! to a Paimon mart table). `handoff` passes Rust-made batches to DuckDB; `state` is what a
-//! database keeps in memory. Every write is one transaction: a failure leaves the previous
-//! layer exactly as it was.
+//! The serving layer's operations, run on the extension's own connections (`host`).
+//!
+//! - What is served: `served` (a fact layer or a mart-only replica, decided there only), `meta`
+//!   (serving_meta and the session facts every operation asks first), `state` (what a database
+//!   keeps in memory).
+//! - Building: `source` (a resolved source), `layer` (the fact layer; a table, view or file
+//!   source), `lake_source` (a Paimon table), `stream_source` (a Fluss table, by union read),
+//!   `mapped` (a source read through `columns :=`), `replica` (a mart-only layer from a Paimon
+//!   mart table).
+//! - Reading: `read` (dashboard, OLAP oracle, plan, at the place the layer records),
+//!   `mart_table` (the mart as Rust holds it, cached by generation), `lake_fact` (a Paimon fact
+//!   table aggregated while it streams), `stream_scan` (a Fluss table's current state).
+//! - Keeping fresh and checking: `refresh` (a change set applied), `delta` (a Paimon table's new
+//!   snapshots as a change set), `history` (whether the lake snapshot held is still the table's),
+//!   `follow` (the background follower), `publish` (the mart to a Paimon mart table),
+//!   `reconcile` (the mart against a fact), `status` (what the layer says of itself).
+//! - `handoff` passes Rust-made rows to DuckDB.
+//!
+//! Every write is one transaction: a failure leaves the previous layer exactly as it was.
 
 pub mod delta;
 pub mod follow;
 pub mod handoff;
 pub mod history;
+pub mod lake_fact;
 pub mod lake_source;
 pub mod layer;
 pub mod mapped;
+pub mod mart_table;
+pub mod meta;
 pub mod publish;
 pub mod read;
+pub mod reconcile;
 pub mod refresh;
 pub mod replica;
+pub mod served;
+pub mod source;
 pub mod state;
+pub mod status;
 #[cfg(not(duckdb14))]
 pub mod stream_scan;
 #[cfg(not(duckdb14))]
@@ -33,9 +49,12 @@ use crate::core::error::{Error, Result};
 use crate::core::source::Origin;
 use crate::host::transaction::Transaction;
 use crate::lake::{Access, LakeTable};
+use crate::serving::meta::{current_place, refuse_read_only};
+use crate::serving::served::{is_mart_table, refuse_in_mart_mode, NEEDS_FACT};
 
-/// `serving_build`: a Paimon mart table makes a mart-only replica (`replica`), anything else a
-/// fact layer (`layer`). Runs inside `tx`, left open for the caller to commit.
+/// `serving_build`: a Paimon mart table makes a mart-only replica (`replica`), a Fluss table a
+/// fact layer by union read (`stream_source`), anything else a fact layer (`layer`). Runs inside
+/// `tx`, left open for the caller to commit.
 pub fn build(
     conn: &Connection,
     raw: &str,
@@ -49,12 +68,12 @@ pub fn build(
         return stream_build(conn, raw, map, lake, access, replace, tx);
     }
     let started = std::time::Instant::now();
-    layer::refuse_read_only(conn, "serving_build")?;
+    refuse_read_only(conn, "serving_build")?;
     if let Origin::Lake(path) = Origin::of(raw, &access.sandbox)? {
         let table = LakeTable::open("serving", &path, access)?;
-        if replica::is_mart_table(&table) {
+        if is_mart_table(&table) {
             if !replace {
-                layer::refuse_foreign_tables(conn, &layer::current_place(conn)?)?;
+                layer::refuse_foreign_tables(conn, &current_place(conn)?)?;
             }
             return replica::build(conn, raw, &table, access, tx, started);
         }
@@ -93,12 +112,22 @@ fn stream_build(
     })
 }
 
-/// `serving_olap`: the dashboard's question asked of `fct_orders`; a replica has none and says so.
-pub fn olap(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<read::DayRevenue> {
+/// `serving_olap`: the dashboard's question asked of the fact — the layer's `fct_orders`, or,
+/// with `lake_fact` (a Paimon fact table and how to reach it), that table aggregated while it
+/// streams (`lake_fact`). A replica has no fct_orders and says so.
+pub fn olap(
+    conn: &Connection,
+    company: &str,
+    query: &DashboardQuery,
+    lake_fact: Option<(&str, &Access)>,
+) -> Result<read::DayRevenue> {
+    if let Some((fact, access)) = lake_fact {
+        return lake_fact::olap_from_lake(conn, company, query, fact, access);
+    }
     read::olap(conn, company, query).or_else(|e| match e {
         // fct_orders missing while serving_meta is there: a mart-only replica.
         Error::NotBuilt { .. } => {
-            replica::refuse_in_mart_mode(conn, "serving_olap", replica::NEEDS_FACT)?;
+            refuse_in_mart_mode(conn, "serving_olap", NEEDS_FACT)?;
             Err(e)
         }
         e => Err(e),

@@ -22,12 +22,12 @@ use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::Connection;
 
 use crate::core::error::{Error, Result};
+use crate::core::location::same_table;
 use crate::core::mart::{Group, Mart};
 use crate::core::tier::{MART_COLUMNS, MART_KEY, MART_OPTIONS};
 use crate::lake::{Access, LakeTable, NewTable, RowKind};
-use crate::serving::follow::same_table;
-use crate::serving::layer;
-use crate::serving::refresh;
+use crate::serving::mart_table::current_mart;
+use crate::serving::meta::elapsed_ms;
 
 const FUNCTION: &str = "serving_publish";
 
@@ -207,7 +207,7 @@ fn rows(upserts: &[Group<'_>], deletes: &[Group<'_>]) -> Result<(RecordBatch, Ve
 pub fn publish(conn: &Connection, target: &str, access: &Access, last: &LastPublish) -> Result<PublishSummary> {
     let started = Instant::now();
     let path = target_path(target)?;
-    let mart = refresh::current_mart(conn, FUNCTION)?;
+    let mart = current_mart(conn, FUNCTION)?;
     let (table, _created) = LakeTable::open_or_create(FUNCTION, &path, access, &MART_TABLE)?;
     check_shape(&table, target)?;
     let latest = table.latest_snapshot()?;
@@ -243,6 +243,6 @@ pub fn publish(conn: &Connection, target: &str, access: &Access, last: &LastPubl
         snapshot,
         upserted,
         deleted,
-        elapsed_ms: layer::elapsed_ms(started),
+        elapsed_ms: elapsed_ms(started),
     })
 }

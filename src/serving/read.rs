@@ -1,16 +1,21 @@
-//! The serving layer's readers: where the layer the caller sees lives (`served_place`), and the
-//! dashboard's question asked of it — from `mart_daily` (the dashboard), from `fct_orders` (the
-//! OLAP oracle), or of a rollup-shaped table — plus the plan of the dashboard's statement. Every
-//! statement names the layer's tables at the place its `serving_meta` records, so a same-named
-//! table elsewhere on the caller's search path never answers.
+//! The serving layer's readers: the dashboard's question asked of the layer — from `mart_daily`
+//! (the dashboard), from `fct_orders` (the OLAP oracle), or of a rollup-shaped table — plus the
+//! plan of the dashboard's statement, and a query's rows as Arrow batches for the code that folds
+//! them in Rust (`batches`). Every statement names the layer's tables at the place its
+//! `serving_meta` records (`meta::served_place`), so a same-named table elsewhere on the caller's
+//! search path never answers.
 
-use duckdb::arrow::array::{Date32Array, Decimal128Array};
+use std::sync::Arc;
+
+use duckdb::arrow::array::{Array, ArrayRef, Date32Array, Decimal128Array};
+use duckdb::arrow::compute::cast;
+use duckdb::arrow::datatypes::{DataType, Field, Schema};
+use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::Connection;
 
 use crate::core::dashboard::{DashboardQuery, Relation};
 use crate::core::error::{Error, Result};
-use crate::core::schema::{Place, META};
-use crate::serving::layer::{current_place, not_built};
+use crate::serving::meta::{not_built, served_place};
 
 /// Per-company answer in columnar form: days since 1970-01-01 and exact revenues.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -41,20 +46,6 @@ fn per_company(
         out.revenue.extend_from_slice(revenue.values());
     }
     Ok(out)
-}
-
-/// Where the layer the caller sees lives: the place its `serving_meta` (found on the caller's
-/// search path) records. Every reader names the layer's tables there, so a same-named table
-/// elsewhere on the search path (a dbt model, `USE other`) never answers for it.
-pub fn served_place(conn: &Connection, function: &'static str) -> Result<Place> {
-    let recorded: (Option<String>, Option<String>) = conn
-        .prepare_cached(&format!("SELECT serving_catalog, serving_schema FROM {META}"))
-        .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
-        .map_err(|e| not_built(function, e))?;
-    match recorded {
-        (Some(catalog), Some(schema)) => Ok(Place { catalog, schema }),
-        _ => current_place(conn),
-    }
 }
 
 pub fn dashboard(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue> {
@@ -88,4 +79,52 @@ pub fn explain(conn: &Connection, company: &str, query: &DashboardQuery) -> Resu
         })
         .map_err(|e| not_built("serving_explain", e))?;
     rows.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| not_built("serving_explain", e))
+}
+
+/// Runs a query and returns its non-empty Arrow batches, strings as plain UTF-8.
+pub fn batches(conn: &Connection, sql: &str, failed: impl Fn(duckdb::Error) -> Error) -> Result<Vec<RecordBatch>> {
+    batches_with(conn, sql, [], failed)
+}
+
+/// `batches` with parameters, through the connection's statement cache (the same statements
+/// recur every refresh; DuckDB re-binds them if the catalog changed in between).
+pub fn batches_with<P: duckdb::Params>(
+    conn: &Connection,
+    sql: &str,
+    params: P,
+    failed: impl Fn(duckdb::Error) -> Error,
+) -> Result<Vec<RecordBatch>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(&failed)?;
+    let batches: Vec<RecordBatch> = stmt.query_arrow(params).map_err(&failed)?.collect();
+    batches.into_iter().filter(|b| b.num_rows() > 0).map(plain_strings).collect()
+}
+
+fn plain_strings(batch: RecordBatch) -> Result<RecordBatch> {
+    let failed = |e: duckdb::arrow::error::ArrowError| Error::internal("serving_refresh", e.to_string());
+    let is_other_string = |c: &ArrayRef| matches!(c.data_type(), DataType::Utf8View | DataType::LargeUtf8);
+    if !batch.columns().iter().any(is_other_string) {
+        return Ok(batch);
+    }
+    let columns = batch
+        .columns()
+        .iter()
+        .map(|c| if is_other_string(c) { cast(c, &DataType::Utf8) } else { Ok(c.clone()) })
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(failed)?;
+    let fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .zip(&columns)
+        .map(|(f, c)| Field::new(f.name(), c.data_type().clone(), true))
+        .collect();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(failed)
+}
+
+/// Column `i` of `batch` as the Arrow array type `T` it must be.
+pub fn column<T: 'static>(batch: &RecordBatch, i: usize) -> Result<&T> {
+    batch.column(i).as_any().downcast_ref::<T>().ok_or_else(|| Error::Internal {
+        function: "serving_refresh".into(),
+        problem: format!("unexpected Arrow type {} for column {i}", batch.column(i).data_type()),
+    })
 }

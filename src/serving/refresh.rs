@@ -1,4 +1,5 @@
-//! Incremental refresh, reconciliation and status of the serving layer.
+//! Incremental refresh of the serving layer (reconciliation is `reconcile`, status `status`,
+//! the mart cache `mart_table`).
 //!
 //! A refresh replaces (or removes) the changed orders in `fct_orders` and moves `mart_daily` by
 //! the delta: the old revenue is retracted from the old (company, order_day), the new one added
@@ -6,12 +7,11 @@
 //! Counts live in `serving_mart_counts` because a SUM alone cannot tell "empty" from "sums to 0".
 //! Everything happens in one transaction: a bad change set changes nothing.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
-use duckdb::arrow::array::{Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array, Int64Array, StringArray};
-use duckdb::arrow::compute::{cast, filter_record_batch, not};
-use duckdb::arrow::datatypes::{DataType, Field, Schema};
+use duckdb::arrow::array::{Array, BooleanArray, Date32Array, Int64Array, StringArray};
+use duckdb::arrow::compute::{filter_record_batch, not};
 use duckdb::arrow::error::ArrowError;
 use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::Connection;
@@ -20,14 +20,18 @@ use crate::core::dupcheck;
 use crate::core::error::Probe;
 use crate::core::error::{clean_duckdb_message, Error, Result};
 use crate::core::mapping::ColumnMap;
-use crate::core::mart::{Delta, Group, Mart};
+use crate::core::mart::{Delta, Mart};
 use crate::core::schema::{Place, COUNTS, FACT, MART, META};
 use crate::core::VECTOR_SIZE;
-use crate::host::transaction::{in_transaction, Transaction};
+use crate::host::transaction::Transaction;
 use crate::lake::Access;
-use crate::serving::handoff::{self, Contents, Parcel, Part};
-use crate::serving::layer::{self, not_built, now_micros, ResolvedSource};
-use crate::serving::read;
+use crate::serving::handoff::{Contents, Parcel, Part};
+use crate::serving::layer;
+use crate::serving::mart_table::{cached_mart, read_mart, remember_mart, Warm};
+use crate::serving::meta::{elapsed_ms, new_generation, not_built, now_micros, refuse_read_only};
+use crate::serving::read::{batches, batches_with, column};
+use crate::serving::served::refuse_in_mart_mode;
+use crate::serving::source::{AnyOrder, ResolvedSource};
 
 #[derive(Debug, Clone, Default)]
 pub struct RefreshSummary {
@@ -47,14 +51,6 @@ pub struct RefreshSummary {
     pub rebuilt_because: Option<String>,
 }
 
-/// Fails with NotBuilt unless a build has created the serving tables.
-pub fn require_built(conn: &Connection, function: &'static str) -> Result<()> {
-    let place = read::served_place(conn, function)?;
-    conn.query_row(&format!("SELECT count(*) FROM {} LIMIT 1", place.of(COUNTS)), [], |r| r.get::<_, i64>(0))
-        .map(|_| ())
-        .map_err(|e| not_built(function, e))
-}
-
 /// Typed views of one batch shaped like fct_orders (plus `deleted` in a change set).
 struct ChangeRows<'a> {
     ids: &'a Int64Array,
@@ -62,13 +58,6 @@ struct ChangeRows<'a> {
     day: &'a Date32Array,
     revenue: &'a Int64Array,
     deleted: Option<&'a BooleanArray>,
-}
-
-fn column<T: 'static>(batch: &RecordBatch, i: usize) -> Result<&T> {
-    batch.column(i).as_any().downcast_ref::<T>().ok_or_else(|| Error::Internal {
-        function: "serving_refresh".into(),
-        problem: format!("unexpected Arrow type {} for column {i}", batch.column(i).data_type()),
-    })
 }
 
 impl<'a> ChangeRows<'a> {
@@ -91,45 +80,6 @@ fn arrow_failed(e: ArrowError) -> Error {
     Error::internal("serving_refresh", e.to_string())
 }
 
-/// Runs a query and returns its non-empty Arrow batches, strings as plain UTF-8.
-fn fetch(conn: &Connection, sql: &str, failed: impl Fn(duckdb::Error) -> Error) -> Result<Vec<RecordBatch>> {
-    fetch_with(conn, sql, [], failed)
-}
-
-/// `fetch` with parameters, through the connection's statement cache (the same statements
-/// recur every refresh; DuckDB re-binds them if the catalog changed in between).
-fn fetch_with<P: duckdb::Params>(
-    conn: &Connection,
-    sql: &str,
-    params: P,
-    failed: impl Fn(duckdb::Error) -> Error,
-) -> Result<Vec<RecordBatch>> {
-    let mut stmt = conn.prepare_cached(sql).map_err(&failed)?;
-    let batches: Vec<RecordBatch> = stmt.query_arrow(params).map_err(&failed)?.collect();
-    batches.into_iter().filter(|b| b.num_rows() > 0).map(plain_strings).collect()
-}
-
-fn plain_strings(batch: RecordBatch) -> Result<RecordBatch> {
-    let is_other_string = |c: &ArrayRef| matches!(c.data_type(), DataType::Utf8View | DataType::LargeUtf8);
-    if !batch.columns().iter().any(is_other_string) {
-        return Ok(batch);
-    }
-    let columns = batch
-        .columns()
-        .iter()
-        .map(|c| if is_other_string(c) { cast(c, &DataType::Utf8) } else { Ok(c.clone()) })
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(arrow_failed)?;
-    let fields: Vec<Field> = batch
-        .schema()
-        .fields()
-        .iter()
-        .zip(&columns)
-        .map(|(f, c)| Field::new(f.name(), c.data_type().clone(), true))
-        .collect();
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(arrow_failed)
-}
-
 /// Reads the change set in fct_orders' shape plus `deleted` (false when absent or NULL).
 /// A failed checked cast is reported like a failed build load, naming the row after rollback.
 fn read_changes(conn: &Connection, src: &ResolvedSource) -> Result<Vec<RecordBatch>> {
@@ -139,7 +89,7 @@ fn read_changes(conn: &Connection, src: &ResolvedSource) -> Result<Vec<RecordBat
         .as_deref()
         .map_or("false".to_string(), |d| format!("COALESCE(CAST(({d}) AS BOOLEAN), false)"));
     let sql = format!("SELECT {}, {deleted} AS deleted FROM {}", src.columns.fact_select_list(), src.relation);
-    fetch(conn, &sql, |e| Error::LoadFailed {
+    batches(conn, &sql, |e| Error::LoadFailed {
         source: src.raw.clone(),
         message: clean_duckdb_message(&e),
         probes: src.columns.diagnose_sql(&src.relation),
@@ -190,7 +140,7 @@ fn validate(raw: &str, changes: &[RecordBatch]) -> Result<Vec<i64>> {
 /// RETURNING reads the fact once (row groups are pruned by order_id zone maps).
 fn take_old_versions(conn: &Connection, place: &Place, keys: Vec<i64>) -> Result<Vec<RecordBatch>> {
     let keys = Parcel::new(Contents::Keys(keys));
-    fetch_with(
+    batches_with(
         conn,
         &format!(
             "DELETE FROM {} WHERE order_id IN (SELECT order_id FROM {}) \
@@ -226,56 +176,6 @@ fn insert_new_versions(conn: &Connection, place: &Place, changes: &[RecordBatch]
         .map_err(|e| Error::duckdb("serving_refresh: inserting changed orders", &e))
 }
 
-/// Reads mart_daily and its counts from the tables (when the cache cannot vouch for them).
-fn read_mart(conn: &Connection, place: &Place) -> Result<Mart> {
-    let failed = |e: duckdb::Error| not_built("serving_refresh", e);
-    let mart = fetch(conn, &format!("SELECT company, order_day, revenue FROM {}", place.of(MART)), failed)?;
-    let counts = fetch(conn, &crate::core::schema::counts_rows(&place.of(COUNTS)), failed)?;
-    let mut groups = Vec::new();
-    for (batch, is_mart) in mart.iter().map(|b| (b, true)).chain(counts.iter().map(|b| (b, false))) {
-        let company: &StringArray = column(batch, 0)?;
-        let day: &Date32Array = column(batch, 1)?;
-        for i in 0..batch.num_rows() {
-            let (revenue, orders) = if is_mart {
-                (column::<Decimal128Array>(batch, 2)?.value(i), 0)
-            } else {
-                (0, column::<Int64Array>(batch, 2)?.value(i))
-            };
-            groups.push(Group { company: company.value(i), day: day.value(i), revenue, orders });
-        }
-    }
-    Ok(Mart::from_groups(&groups))
-}
-
-/// The layer's mart with its counts, as one consistent read: the cached mart when
-/// serving_meta's generation vouches for it, else read from the tables.
-pub fn current_mart(conn: &Connection, function: &'static str) -> Result<Arc<Mart>> {
-    require_built(conn, function)?;
-    in_transaction(conn, || {
-        let generation: Option<i64> = conn
-            .query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get(0))
-            .map_err(|e| not_built(function, e))?;
-        if let Some(warm) = generation.and_then(cached_mart) {
-            return Ok(warm.mart);
-        }
-        Ok(Arc::new(read_mart(conn, &read::served_place(conn, function)?)?))
-    })
-}
-
-/// The marts of recent refreshes, by the generation token each wrote into serving_meta. A
-/// refresh whose serving_meta names one of them skips reading mart_daily and its counts. The
-/// token is random per build/refresh, so a mart changed by anyone else (another process, a
-/// rebuild, a rolled-back refresh) never matches.
-/// Each entry also carries how many dead row versions fct_orders holds since its last rewrite
-/// (see `COMPACT_AT`); unknown (0) after a cache miss, which only postpones a compaction.
-static MARTS: Mutex<Vec<(i64, Warm)>> = Mutex::new(Vec::new());
-
-#[derive(Clone)]
-struct Warm {
-    mart: Arc<Mart>,
-    dead_rows: i64,
-}
-
 /// fct_orders is rewritten (dropping the row versions refreshes deleted) once the dead versions
 /// exceed this share of its live rows: each refresh deletes old versions and appends new ones,
 /// and an in-memory database never vacuums, so without it every refresh would scan a little
@@ -286,26 +186,6 @@ const COMPACT_SHARE: i64 = 8;
 const COMPACT_MIN: i64 = 50_000;
 /// Where a compaction writes the live rows before they replace fct_orders.
 const COMPACTED_FACT: &str = "__streamhouse_fct_orders_compacted";
-const CACHED_MARTS: usize = 4;
-/// Bigger marts are read from their tables each time rather than kept in memory.
-const CACHED_GROUPS: usize = 1 << 20;
-
-fn cached_mart(generation: i64) -> Option<Warm> {
-    let marts = MARTS.lock().unwrap_or_else(|p| p.into_inner());
-    marts.iter().find(|(g, _)| *g == generation).map(|(_, m)| m.clone())
-}
-
-fn remember_mart(generation: i64, mart: Warm) {
-    if mart.mart.len() > CACHED_GROUPS {
-        return;
-    }
-    let mut marts = MARTS.lock().unwrap_or_else(|p| p.into_inner());
-    if marts.len() >= CACHED_MARTS {
-        marts.remove(0);
-    }
-    marts.push((generation, mart));
-}
-
 /// What a committed refresh leaves for the cache.
 struct Applied {
     summary: RefreshSummary,
@@ -391,7 +271,7 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
             .map_err(|e| Error::duckdb("serving_refresh: counting fct_orders", &e))?,
     };
 
-    let generation = handoff::random_token();
+    let generation = new_generation();
     conn.prepare_cached(&format!(
         "UPDATE {} SET refreshed_at = make_timestamp(?), refresh_source = ?, refreshes = refreshes + 1, \
          lake_snapshot = coalesce(?, lake_snapshot), lake_snapshot_millis = coalesce(?, lake_snapshot_millis), \
@@ -420,7 +300,7 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
         .map_err(|e| Error::duckdb("serving_refresh: compacting fct_orders", &e))?;
         dead_rows = 0;
     }
-    s.elapsed_ms = layer::elapsed_ms(started);
+    s.elapsed_ms = elapsed_ms(started);
     Ok(Applied { summary: s, generation, mart: Warm { mart: next, dead_rows } })
 }
 
@@ -435,26 +315,7 @@ pub fn apply_changes(conn: &Connection, src: &ResolvedSource, started: Instant) 
 /// (each statement prepared and executed once; nothing changes) and the built mart is cached
 /// under the build's generation. Best effort: a failure here only means a colder refresh.
 pub fn warm(conn: &Connection) {
-    let typed = |n: &str, t: &str| (n.to_string(), t.to_string());
-    let described = [
-        typed("order_id", "BIGINT"),
-        typed("company", "VARCHAR"),
-        typed("order_day", "DATE"),
-        typed("revenue", "BIGINT"),
-    ];
-    let Ok(columns) = crate::core::schema::match_columns("(warm-up)", &described) else { return };
-    let src = ResolvedSource {
-        raw: "(warm-up)".into(),
-        relation: "(SELECT NULL::BIGINT AS order_id, NULL::VARCHAR AS company, NULL::DATE AS order_day, \
-                   NULL::BIGINT AS revenue LIMIT 0) AS warm_up"
-            .into(),
-        columns,
-        lake_snapshot: None,
-        lake_snapshot_millis: None,
-        rebuild: None,
-        read: None,
-        any_order: false,
-    };
+    let Ok(src) = ResolvedSource::empty("(warm-up)", "warm_up") else { return };
     let Ok(Some(generation)) =
         conn.query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get::<_, Option<i64>>(0))
     else {
@@ -481,8 +342,8 @@ pub fn refresh(
     tx: &mut Transaction,
 ) -> Result<RefreshSummary> {
     let started = Instant::now();
-    layer::refuse_read_only(conn, "serving_refresh")?;
-    crate::serving::replica::refuse_in_mart_mode(
+    refuse_read_only(conn, "serving_refresh")?;
+    refuse_in_mart_mode(
         conn,
         "serving_refresh",
         "a replica is kept fresh by serving_follow on its mart table, or rebuilt by serving_build",
@@ -582,7 +443,7 @@ fn rebuild(
     });
     let summary = built.map_err(|e| {
         if src.any_order {
-            layer::AnyOrder::reset(conn);
+            AnyOrder::reset(conn);
         }
         let e = layer::explain_load_failure(conn, e);
         Error::Refused {
@@ -595,153 +456,8 @@ fn rebuild(
         mart_rows: summary.mart_rows,
         source: src.raw.clone(),
         lake_snapshot: summary.lake_snapshot,
-        elapsed_ms: layer::elapsed_ms(started),
+        elapsed_ms: elapsed_ms(started),
         rebuilt_because: Some(why.to_string()),
         ..Default::default()
     })
-}
-
-/// One differing row of a reconciliation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Difference {
-    pub side: String,
-    pub company: Option<String>,
-    /// Days since 1970-01-01.
-    pub order_day: Option<i32>,
-    pub revenue: Option<i128>,
-    pub orders: Option<i64>,
-}
-
-/// Whole-mart check against the fact, on one committed state (a read transaction, so a
-/// refresh committing meanwhile is seen entirely or not at all). Returns the differences and
-/// the generation of the state checked.
-pub fn reconcile(conn: &Connection) -> Result<(Vec<Difference>, Option<i64>)> {
-    use duckdb::types::ValueRef;
-    require_built(conn, "serving_reconcile")?;
-    crate::serving::replica::refuse_in_mart_mode(conn, "serving_reconcile", crate::serving::replica::NEEDS_FACT)?;
-    in_transaction(conn, || {
-        let failed = |e: duckdb::Error| Error::duckdb("serving_reconcile", &e);
-        let generation: Option<i64> =
-            conn.query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get(0)).map_err(failed)?;
-        let place = read::served_place(conn, "serving_reconcile")?;
-        let mut stmt = conn.prepare(&crate::core::schema::reconcile_sql(&place)).map_err(failed)?;
-        let diffs = stmt
-            .query_map([], |r| {
-                Ok(Difference {
-                    side: r.get(0)?,
-                    company: r.get(1)?,
-                    order_day: match r.get_ref(2)? {
-                        ValueRef::Date32(d) => Some(d),
-                        _ => None,
-                    },
-                    revenue: match r.get_ref(3)? {
-                        ValueRef::HugeInt(v) => Some(v),
-                        _ => None,
-                    },
-                    orders: r.get(4)?,
-                })
-            })
-            .map_err(failed)?
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(failed)?;
-        Ok((diffs, generation))
-    })
-}
-
-/// A reconcile's outcome: when, whether clean, and which state (generation) it checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reconciled {
-    pub at: i64,
-    pub clean: bool,
-    pub generation: Option<i64>,
-}
-
-/// Stores a reconcile's outcome in serving_meta, unless the layer has moved on since.
-pub fn record_reconcile(conn: &Connection, r: Reconciled) -> Result<()> {
-    // Checking needs only reads: on a read-only database the outcome stays in memory.
-    if layer::read_only(conn) {
-        return Ok(());
-    }
-    conn.execute(
-        &format!(
-            "UPDATE {META} SET last_reconcile_at = make_timestamp(?), last_reconcile_clean = ? \
-             WHERE generation IS NOT DISTINCT FROM ?"
-        ),
-        duckdb::params![r.at, r.clean, r.generation],
-    )
-    .map(|_| ())
-    .map_err(|e| Error::duckdb("serving_reconcile: recording the outcome", &e))
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct Status {
-    pub built_at: Option<i64>,
-    pub source: Option<String>,
-    pub refreshed_at: Option<i64>,
-    pub refresh_source: Option<String>,
-    pub refreshes: i64,
-    pub lake_snapshot: Option<i64>,
-    /// Rows of fct_orders (None on a mart-only replica, which has none).
-    pub fct_rows: Option<i64>,
-    pub mart_rows: i64,
-    pub last_reconcile_at: Option<i64>,
-    pub last_reconcile_clean: Option<bool>,
-    /// Seconds since the serving tables last changed (build or refresh).
-    pub age_seconds: f64,
-    /// Which state serving_meta describes.
-    pub generation: Option<i64>,
-    pub mode: crate::serving::replica::Mode,
-    /// Commit time (ms) of `lake_snapshot`, and why the layer was last rebuilt by a refresh.
-    pub lake_snapshot_millis: Option<i64>,
-    pub rebuilt_because: Option<String>,
-    /// The column map the layer was built with (`core::mapping`'s recorded form).
-    pub columns: Option<String>,
-    /// For a Fluss source: each bucket's log offset read up to (`bucket:offset,...`).
-    pub stream_position: Option<String>,
-}
-
-pub fn status(conn: &Connection) -> Result<Status> {
-    require_built(conn, "serving_status")?;
-    let mode = crate::serving::replica::mode(conn, "serving_status")?;
-    let place = read::served_place(conn, "serving_status")?;
-    let fact_rows = match mode {
-        crate::serving::replica::Mode::Fact => format!("(SELECT count(*) FROM {})", place.of(FACT)),
-        crate::serving::replica::Mode::Mart => "CAST(NULL AS BIGINT)".to_string(),
-    };
-    let epoch_us = |col: &str| format!("epoch_us({col})");
-    let sql = format!(
-        "SELECT {}, source, {}, refresh_source, refreshes, lake_snapshot, \
-         {fact_rows}, (SELECT count(*) FROM {}), {}, last_reconcile_clean, generation, lake_snapshot_millis, \
-         rebuilt_because, columns, stream_position FROM {META}",
-        epoch_us("built_at"),
-        epoch_us("refreshed_at"),
-        place.of(MART),
-        epoch_us("last_reconcile_at"),
-    );
-    let mut s = conn
-        .query_row(&sql, [], |r| {
-            Ok(Status {
-                built_at: r.get(0)?,
-                source: r.get(1)?,
-                refreshed_at: r.get(2)?,
-                refresh_source: r.get(3)?,
-                refreshes: r.get(4)?,
-                lake_snapshot: r.get(5)?,
-                fct_rows: r.get(6)?,
-                mart_rows: r.get(7)?,
-                last_reconcile_at: r.get(8)?,
-                last_reconcile_clean: r.get(9)?,
-                age_seconds: 0.0,
-                generation: r.get(10)?,
-                mode,
-                lake_snapshot_millis: r.get(11)?,
-                rebuilt_because: r.get(12)?,
-                columns: r.get(13)?,
-                stream_position: r.get(14)?,
-            })
-        })
-        .map_err(|e| not_built("serving_status", e))?;
-    let changed = s.refreshed_at.or(s.built_at).unwrap_or(0);
-    s.age_seconds = (now_micros() - changed) as f64 / 1e6;
-    Ok(s)
 }

@@ -7,100 +7,27 @@
 //! groups only, from the snapshots' changes, when they are plain appends (what a publisher or a
 //! streaming job commits); the whole snapshot when one of them overwrote the table.
 //!
-//! The mode is recorded in `serving_meta.mode` ('fact' or 'mart'); a layer built by an older
-//! release has no such column and is a fact layer. A fact layer whose `fct_orders` a user
-//! dropped stays a fact layer (its functions say "run serving_build"), never a replica.
+//! Which mode a layer is in is decided in `served`; how a replica checks itself against the lake
+//! fact is `lake_fact`.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
-use duckdb::arrow::array::{Array, Date32Array, Decimal128Array, StringArray};
-use duckdb::arrow::compute::cast;
-use duckdb::arrow::datatypes::DataType;
 use duckdb::Connection;
 
 use crate::core::error::{Error, Result};
-use crate::core::mart::{Group, Mart};
 use crate::core::quote;
 use crate::core::schema::{self, Place, COUNTS, FACT, MART, META};
-use crate::core::source::Origin;
-use crate::core::tier::{MART_COLUMNS, MART_KEY};
+use crate::core::tier::MART_COLUMNS;
 use crate::host::transaction::Transaction;
 use crate::lake::{Access, LakeTable};
 use crate::serving::layer::{self, BuildSummary};
-use crate::serving::read;
-use crate::serving::refresh::{self, Difference};
+use crate::serving::meta::{current_place, new_generation, now_micros, recorded_source};
+use crate::serving::source::duckdb_type_name;
 
 /// The mart table's column names, in the order they are read.
 const MART_NAMES: [&str; 4] = [MART_COLUMNS[0].0, MART_COLUMNS[1].0, MART_COLUMNS[2].0, MART_COLUMNS[3].0];
 /// Where a replica build stages the mart table's rows (a temp table of our own connection).
 const STAGE: &str = "__sh_mart_stage";
-
-/// What to do instead of a fact-only function on a replica.
-pub const NEEDS_FACT: &str =
-    "serving_reconcile(fact := 'paimon:<lake fact table>') checks this replica against the lake fact \
-     without loading it; serving_olap needs a database built from the fact table";
-
-/// What a serving layer holds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Mode {
-    /// `fct_orders` and the mart built from it.
-    #[default]
-    Fact,
-    /// Only the mart, read from a Paimon mart table.
-    Mart,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Fact => "fact",
-            Mode::Mart => "mart",
-        }
-    }
-}
-
-/// Whether a Paimon table is a mart table: its primary key is exactly `(company, order_day)`
-/// (a fact table's key is `order_id`). Its columns are checked when it is read, so a mart
-/// table missing one is refused by name rather than taken for a fact table.
-pub fn is_mart_table(table: &LakeTable) -> bool {
-    let keys = table.primary_keys();
-    keys.len() == MART_KEY.len() && MART_KEY.iter().all(|k| keys.iter().any(|p| p.eq_ignore_ascii_case(k)))
-}
-
-/// The mode of the layer `serving_meta` (as the caller's search_path resolves it) records.
-pub fn mode(conn: &Connection, function: &'static str) -> Result<Mode> {
-    match conn.query_row(&format!("SELECT mode FROM {META}"), [], |r| r.get::<_, Option<String>>(0)) {
-        Ok(Some(mode)) if mode == Mode::Mart.name() => Ok(Mode::Mart),
-        Ok(_) => Ok(Mode::Fact),
-        Err(e) => {
-            let message = crate::core::error::clean_duckdb_message(&e);
-            // No `mode` column: a layer of an older release, always a fact layer.
-            if message.contains("Binder Error") && message.contains("mode") {
-                Ok(Mode::Fact)
-            } else {
-                Err(layer::not_built(function, e))
-            }
-        }
-    }
-}
-
-/// Refuses `function` on a mart-only replica: it needs the fact, which a replica does not hold.
-pub fn refuse_in_mart_mode(conn: &Connection, function: &'static str, instead: &str) -> Result<()> {
-    match mode(conn, function) {
-        Ok(Mode::Mart) => {}
-        // Not built (or a fact layer): the function's own checks say what is wrong, in their order.
-        Ok(Mode::Fact) | Err(Error::NotBuilt { .. }) => return Ok(()),
-        Err(e) => return Err(e),
-    }
-    Err(Error::Refused {
-        function,
-        problem: format!(
-            "this serving layer is a mart-only replica (built from a Paimon mart table): it holds mart_daily \
-             but no fct_orders, which {function} needs; {instead}"
-        ),
-    })
-}
 
 /// Reads the mart table's latest snapshot into the stage and checks it: no NULL key, no
 /// duplicate group, a positive order count and a revenue on every group. Returns the snapshot.
@@ -138,7 +65,7 @@ fn stage(conn: &Connection, raw: &str, table: &LakeTable) -> Result<Option<i64>>
                 .fields()
                 .iter()
                 .zip(MART_NAMES)
-                .map(|(f, name)| format!("{} {}", quote::ident(name), layer::duckdb_type_name(f.data_type())))
+                .map(|(f, name)| format!("{} {}", quote::ident(name), duckdb_type_name(f.data_type())))
                 .collect::<Vec<_>>()
                 .join(", ");
             conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {raw_stage} ({cols})")).map_err(failed)?;
@@ -268,8 +195,8 @@ pub fn build(
 ) -> Result<BuildSummary> {
     let snapshot = stage(conn, raw, table)?;
     tx.run(conn, || {
-        let place = layer::current_place(conn)?;
-        let recorded = layer::recorded_source(raw, access);
+        let place = current_place(conn)?;
+        let recorded = recorded_source(raw, access);
         install(conn, &place)?;
         conn.execute_batch(&schema::meta_ddl(&place))
             .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
@@ -280,10 +207,10 @@ pub fn build(
                 place.of(META)
             ),
             duckdb::params![
-                layer::now_micros(),
+                now_micros(),
                 recorded,
                 snapshot,
-                crate::serving::handoff::random_token(),
+                new_generation(),
                 place.catalog,
                 place.schema,
                 crate::serving::history::commit_millis(table, snapshot)?
@@ -321,7 +248,7 @@ fn stage_changes(conn: &Connection, raw: &str, table: &LakeTable, from: i64, to:
                 .schema()
                 .fields()
                 .iter()
-                .map(|f| format!("{} {}", quote::ident(f.name()), layer::duckdb_type_name(f.data_type())))
+                .map(|f| format!("{} {}", quote::ident(f.name()), duckdb_type_name(f.data_type())))
                 .collect::<Vec<_>>()
                 .join(", ");
             conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {CHANGES} ({cols})")).map_err(failed)?;
@@ -416,7 +343,7 @@ pub fn apply(
     };
     let mut tx = Transaction::new();
     let done = tx.run(conn, || {
-        let place = layer::current_place(conn)?;
+        let place = current_place(conn)?;
         if by_changes {
             merge_changes(conn, &place)?;
         } else {
@@ -431,9 +358,9 @@ pub fn apply(
                 place.of(COUNTS)
             ),
             duckdb::params![
-                layer::now_micros(),
+                now_micros(),
                 snapshot,
-                crate::serving::handoff::random_token(),
+                new_generation(),
                 crate::serving::history::commit_millis(&table, snapshot)?,
                 rewritten
             ],
@@ -451,149 +378,4 @@ pub fn apply(
             Err(e)
         }
     }
-}
-
-/// The mart of a Paimon fact table's merged state (latest snapshot), aggregated while its
-/// batches stream past: memory grows with the groups, never with the fact. The fact's columns
-/// are checked against the serving contract as a build checks them; a NULL company, day or
-/// revenue is refused naming the source. With `only`, the groups of that company alone.
-pub fn lake_fact_mart(
-    conn: &Connection,
-    function: &'static str,
-    raw: &str,
-    access: &Access,
-    only: Option<&str>,
-) -> Result<(Mart, Option<i64>)> {
-    let path = match Origin::of(raw, &access.sandbox)? {
-        Origin::Lake(path) => path,
-        Origin::Relation(_) => {
-            return Err(Error::Refused {
-                function,
-                problem: format!(
-                    "fact := '{raw}' is not a Paimon table: give the lake fact table (paimon:<dir> or s3://...)"
-                ),
-            })
-        }
-    };
-    let table = LakeTable::open(function, &path, access)?;
-    table.check_readable()?;
-    let described: Vec<(String, String)> =
-        table.schema()?.fields().iter().map(|f| (f.name().clone(), layer::duckdb_type_name(f.data_type()))).collect();
-    let columns = schema::match_columns(raw, &described)?;
-    let projection = vec![columns.company.clone(), columns.order_day.clone(), columns.revenue.clone()];
-    let scan = table.scan(None, None, Some(projection))?;
-    let snapshot = scan.snapshot;
-    let threads = layer::reader_threads(conn);
-    // Per company, per day: looked up by the row's &str, so a row allocates nothing.
-    let mut sums: HashMap<String, HashMap<i32, (i128, i64)>> = HashMap::new();
-    let bad = |problem: String| Error::BadRow { source: raw.into(), problem };
-    for batch in scan.stream(threads) {
-        let batch = batch?;
-        let cast_to = |i: usize, t: &DataType| {
-            cast(batch.column(i), t).map_err(|e| bad(format!("column {}: {e}", described_name(&batch, i))))
-        };
-        let (company, day, revenue) =
-            (cast_to(0, &DataType::Utf8)?, cast_to(1, &DataType::Date32)?, cast_to(2, &DataType::Decimal128(38, 0))?);
-        let company = company.as_any().downcast_ref::<StringArray>().expect("cast to Utf8");
-        let day = day.as_any().downcast_ref::<Date32Array>().expect("cast to Date32");
-        let revenue = revenue.as_any().downcast_ref::<Decimal128Array>().expect("cast to Decimal128");
-        for i in 0..batch.num_rows() {
-            if company.is_null(i) || day.is_null(i) || revenue.is_null(i) {
-                return Err(bad(format!(
-                    "an order has a NULL {} (the fact's merged state must name a company, a day and a revenue)",
-                    ["company", "order_day", "revenue"][[company.is_null(i), day.is_null(i), revenue.is_null(i)]
-                        .iter()
-                        .position(|n| *n)
-                        .expect("one is NULL")]
-                )));
-            }
-            let name = company.value(i);
-            if only.is_some_and(|o| o != name) {
-                continue;
-            }
-            let days = match sums.get_mut(name) {
-                Some(days) => days,
-                None => sums.entry(name.to_string()).or_default(),
-            };
-            let cell = days.entry(day.value(i)).or_default();
-            cell.0 += revenue.value(i);
-            cell.1 += 1;
-        }
-    }
-    let groups: Vec<Group<'_>> = sums
-        .iter()
-        .flat_map(|(c, days)| {
-            days.iter().map(move |(d, (r, n))| Group { company: c, day: *d, revenue: *r, orders: *n })
-        })
-        .collect();
-    Ok((Mart::from_groups(&groups), snapshot))
-}
-
-fn described_name(batch: &duckdb::arrow::record_batch::RecordBatch, i: usize) -> String {
-    batch.schema().field(i).name().clone()
-}
-
-/// `serving_reconcile(fact := ...)`: the served mart (with its counts) against the mart of a
-/// Paimon fact table aggregated while streaming it, as two-way differences like a fact layer's
-/// reconcile. Works in both modes; a replica has no other way to check itself.
-pub fn reconcile_against(conn: &Connection, fact: &str, access: &Access) -> Result<(Vec<Difference>, Option<i64>)> {
-    let served = refresh::current_mart(conn, "serving_reconcile")?;
-    let generation: Option<i64> = conn
-        .query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get(0))
-        .map_err(|e| layer::not_built("serving_reconcile", e))?;
-    let (fresh, _snapshot) = lake_fact_mart(conn, "serving_reconcile", fact, access, None)?;
-    let side = |name: &str, groups: Vec<Group<'_>>| -> Vec<Difference> {
-        groups
-            .into_iter()
-            .map(|g| Difference {
-                side: name.to_string(),
-                company: Some(g.company.to_string()),
-                order_day: Some(g.day),
-                revenue: Some(g.revenue),
-                orders: Some(g.orders),
-            })
-            .collect()
-    };
-    let mut diffs = side("mart_only", served.changes_since(&fresh).upserts);
-    diffs.extend(side("fact_only", fresh.changes_since(&served).upserts));
-    diffs.sort_by(|a, b| (&a.company, a.order_day, &a.side).cmp(&(&b.company, b.order_day, &b.side)));
-    Ok((diffs, generation))
-}
-
-/// Where `olap_from_lake` stages one company's groups (a temp table of the reader's connection).
-const OLAP_STAGE: &str = "__sh_olap_lake";
-
-/// `serving_olap(company, fact := ...)`: the dashboard's question answered from the Paimon fact
-/// table itself, aggregated while streaming it (one company's groups kept), then asked with the
-/// dashboard's own statement over those groups.
-pub fn olap_from_lake(
-    conn: &Connection,
-    company: &str,
-    query: &crate::core::dashboard::DashboardQuery,
-    fact: &str,
-    access: &Access,
-) -> Result<read::DayRevenue> {
-    let (mart, _) = lake_fact_mart(conn, "serving_olap", fact, access, Some(company))?;
-    let failed = |e: duckdb::Error| Error::duckdb("serving_olap: staging the lake fact's groups", &e);
-    conn.execute_batch(&format!(
-        "CREATE OR REPLACE TEMP TABLE {OLAP_STAGE} (company VARCHAR, order_day DATE, revenue DECIMAL(38, 0), \
-         orders BIGINT)"
-    ))
-    .map_err(failed)?;
-    let groups: Vec<Group<'_>> = mart.groups().collect();
-    if !groups.is_empty() {
-        let mut appender = conn.appender(OLAP_STAGE).map_err(failed)?;
-        appender.append_record_batch(crate::serving::publish::mart_batch(&groups)?).map_err(failed)?;
-        appender.flush().map_err(failed)?;
-    }
-    let answer = read::per_company_of(
-        conn,
-        "serving_olap",
-        crate::core::dashboard::Relation::Rollup(OLAP_STAGE),
-        company,
-        query,
-    );
-    // The groups are the answer's input only: a long-lived session keeps none of them.
-    conn.execute_batch(&format!("DROP TABLE IF EXISTS {OLAP_STAGE}")).map_err(failed)?;
-    answer
 }

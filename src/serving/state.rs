@@ -5,13 +5,14 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::core::location::same_table;
 use crate::core::sandbox::Sandbox;
 use crate::core::source::Origin;
 use crate::host::session::SharedSession;
 use crate::lake::{Access, LakeOptions};
-use crate::serving::follow::{same_table, Follower};
+use crate::serving::follow::Follower;
 use crate::serving::publish::LastPublish;
-use crate::serving::refresh::Reconciled;
+use crate::serving::reconcile::Reconciled;
 
 /// One database's extension state: its connections and the serving layer's memory.
 pub struct Database {

@@ -28,7 +28,9 @@ use crate::fluss::table::{self, Facts, Position};
 use crate::fluss::Site;
 use crate::host::transaction::Transaction;
 use crate::lake::Access;
-use crate::serving::layer::{self, BuildSummary, ResolvedSource};
+use crate::serving::layer::{self, BuildSummary};
+use crate::serving::meta::{current_place, not_built, now_micros, refuse_read_only};
+use crate::serving::source::{describe, duckdb_type_name, AnyOrder, ResolvedSource};
 use crate::serving::{lake_source, mapped, refresh};
 
 /// Where the changelog read by a build or an apply is staged, and its last change per key.
@@ -125,7 +127,7 @@ fn stage_log(conn: &Connection, read: &[String], batches: &[Batch60]) -> Result<
         .schema()
         .fields()
         .iter()
-        .map(|f| format!("{} {}", quote::ident(f.name()), layer::duckdb_type_name(f.data_type())))
+        .map(|f| format!("{} {}", quote::ident(f.name()), duckdb_type_name(f.data_type())))
         .collect::<Vec<_>>()
         .join(", ");
     conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {LOG} ({cols})")).map_err(failed)?;
@@ -155,42 +157,10 @@ fn stage_log(conn: &Connection, read: &[String], batches: &[Batch60]) -> Result<
 fn changes_source(conn: &Connection, raw: &str, map: Option<&ColumnMap>) -> Result<ResolvedSource> {
     let (relation, mut columns) = match map {
         Some(map) => mapped::wrap(conn, raw, CHANGES, map)?,
-        None => (CHANGES.to_string(), schema::match_columns(raw, &layer::describe(conn, raw, CHANGES)?)?),
+        None => (CHANGES.to_string(), schema::match_columns(raw, &describe(conn, raw, CHANGES)?)?),
     };
     columns.deleted = Some(quote::ident("deleted"));
-    Ok(ResolvedSource {
-        raw: raw.into(),
-        relation,
-        columns,
-        lake_snapshot: None,
-        lake_snapshot_millis: None,
-        rebuild: None,
-        read: None,
-        any_order: false,
-    })
-}
-
-/// An empty build source of the serving shape (a table with nothing tiered and an empty log).
-fn empty_source(raw: &str) -> Result<ResolvedSource> {
-    let typed = |n: &str, t: &str| (n.to_string(), t.to_string());
-    let described = [
-        typed("order_id", "BIGINT"),
-        typed("company", "VARCHAR"),
-        typed("order_day", "DATE"),
-        typed("revenue", "BIGINT"),
-    ];
-    Ok(ResolvedSource {
-        raw: raw.into(),
-        relation: "(SELECT NULL::BIGINT AS order_id, NULL::VARCHAR AS company, NULL::DATE AS order_day, \
-                   NULL::BIGINT AS revenue LIMIT 0) AS empty"
-            .into(),
-        columns: schema::match_columns(raw, &described)?,
-        lake_snapshot: None,
-        lake_snapshot_millis: None,
-        rebuild: None,
-        read: None,
-        any_order: false,
-    })
+    Ok(ResolvedSource::relation(raw, relation, columns))
 }
 
 /// What a union read found: where it started, where it ended, and the lake part.
@@ -212,16 +182,16 @@ pub fn build(
     tx: &mut Transaction,
 ) -> Result<BuildSummary> {
     let started = Instant::now();
-    layer::refuse_read_only(conn, "serving_build")?;
+    refuse_read_only(conn, "serving_build")?;
     let address = address(raw)?;
     let site = Site::new("serving_build", address.clone(), &access.sandbox)?;
     if !replace {
-        layer::refuse_foreign_tables(conn, &layer::current_place(conn)?)?;
+        layer::refuse_foreign_tables(conn, &current_place(conn)?)?;
     }
     let recorded = address.uri();
     let (base, changes, read) = union_read(conn, &site, raw, map, lake, access)?;
     let summary = tx.run(conn, || {
-        let place = layer::current_place(conn)?;
+        let place = current_place(conn)?;
         layer::build_from(conn, &place, &base, &recorded, read.lake.as_ref().map(|l| l.0), map)?;
         if let Some(changes) = &changes {
             refresh::apply_changes(conn, changes, Instant::now())?;
@@ -231,7 +201,7 @@ pub fn build(
     });
     summary.map_err(|e| {
         if base.any_order {
-            layer::AnyOrder::reset(conn);
+            AnyOrder::reset(conn);
         }
         layer::explain_load_failure(conn, e)
     })
@@ -289,7 +259,7 @@ fn union_read(
             empty.columns.deleted = None;
             empty
         }
-        None => empty_source(raw)?,
+        None => ResolvedSource::empty(raw, "empty")?,
     };
     let changes = if staged { Some(changes_source(conn, raw, map)?) } else { None };
     Ok((base, changes, UnionRead { lake: lake_part, start, end, how }))
@@ -328,7 +298,7 @@ fn recorded(conn: &Connection, function: &'static str) -> Result<Recorded> {
             [],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
         )
-        .map_err(|e| layer::not_built(function, e))?;
+        .map_err(|e| not_built(function, e))?;
     let position = position.as_deref().and_then(Position::decode).ok_or_else(|| Error::Refused {
         function,
         problem: "serving_meta records no Fluss log position; run serving_build('fluss://...') again".into(),
@@ -352,7 +322,7 @@ pub fn follower(conn: &Connection, raw: &str, access: &Access) -> Result<crate::
     let site = Site::new("serving_follow", address.clone(), &access.sandbox)?;
     let built: Option<String> = conn
         .query_row(&format!("SELECT source FROM {META}"), [], |r| r.get(0))
-        .map_err(|e| layer::not_built("serving_follow", e))?;
+        .map_err(|e| not_built("serving_follow", e))?;
     if built.as_deref().and_then(|b| stream::parse(b).ok()) != Some(address.clone()) {
         return Err(Error::Refused {
             function: "serving_follow",
@@ -413,7 +383,7 @@ fn tick(conn: &Connection, state: &mut Follow) -> Result<Option<i64>> {
                  refreshes = refreshes + 1",
                 rec.place.of(META)
             ),
-            duckdb::params![position.encode(), layer::now_micros()],
+            duckdb::params![position.encode(), now_micros()],
         )
         .map_err(|e| Error::duckdb("serving_follow: recording the Fluss position", &e))?;
         Ok(())

@@ -11,11 +11,6 @@ use duckdb::vtab::BindInfo;
 
 use crate::core::sandbox::Sandbox;
 
-/// A sandbox that could not be read counts as locked down, never as open.
-fn locked_down() -> Sandbox {
-    Sandbox { external_access: false, allowed_directories: Vec::new(), allowed_paths: Vec::new() }
-}
-
 #[cfg(not(duckdb14))]
 mod imp {
     use super::*;
@@ -30,8 +25,9 @@ mod imp {
                 .and_then(|v| v.to_list())
                 .map(|items| items.iter().map(|v| v.to_string()).collect())
         };
+        // A sandbox that cannot be read counts as locked down, never as open.
         let Some(external) = bind.get_config_option("enable_external_access") else {
-            return locked_down();
+            return Sandbox::locked();
         };
         Sandbox {
             external_access: !external.is_null() && external.to_bool(),
@@ -119,15 +115,13 @@ mod imp {
         })
     }
 
+    /// A sandbox that cannot be read counts as locked down, never as open.
     pub fn sandbox(bind: &BindInfo) -> Sandbox {
-        on_reader(bind, Sandbox::query).unwrap_or_else(locked_down)
+        on_reader(bind, crate::host::settings::sandbox).unwrap_or_else(Sandbox::locked)
     }
 
     pub fn threads(bind: &BindInfo) -> Option<i64> {
-        on_reader(bind, |conn| {
-            conn.query_row("SELECT current_setting('threads')::BIGINT", [], |r| r.get(0))
-                .map_err(|e| Error::duckdb("streamhouse: reading threads", &e))
-        })
+        on_reader(bind, crate::host::settings::threads)
     }
 }
 
