@@ -33,6 +33,17 @@ pub fn is_fluss(raw: &str) -> bool {
     raw.trim().get(..PREFIX.len()).is_some_and(|p| p.eq_ignore_ascii_case(PREFIX))
 }
 
+/// `raw` as it may be shown: a user or password before an `@` in the address masked (such an
+/// address is refused, and its refusal must not print the secret).
+pub fn redacted(raw: &str) -> String {
+    let Some(rest) = raw.trim().get(PREFIX.len()..).filter(|_| is_fluss(raw)) else { return raw.to_string() };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{PREFIX}***{}", &rest[at..]),
+        None => raw.to_string(),
+    }
+}
+
 /// Parses a `fluss://` address; `Err(problem)` says what is wrong with it.
 pub fn parse(raw: &str) -> Result<FlussAddress, String> {
     let raw = raw.trim();
@@ -103,5 +114,7 @@ mod tests {
             assert!(e.contains(word), "{raw}: {e}");
             assert!(!e.contains("secret"), "{raw}: {e}");
         }
+        assert_eq!(redacted("fluss://user:secret@host:1/db.t"), "fluss://***@host:1/db.t");
+        assert_eq!(redacted("fluss://host:1/db.t"), "fluss://host:1/db.t");
     }
 }

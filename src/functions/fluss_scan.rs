@@ -36,7 +36,7 @@ impl VTab for FlussScan {
             let address = crate::core::stream::parse(&raw).map_err(|problem| Error::BadArgument {
                 function: NAME,
                 parameter: "table",
-                value: raw.clone(),
+                value: crate::core::stream::redacted(&raw),
                 problem,
             })?;
             let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME)? };

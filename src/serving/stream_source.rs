@@ -41,7 +41,7 @@ const LOG_READ_LIMIT: Duration = Duration::from_secs(120);
 
 /// The Fluss address in `raw`, or a BadSource naming what is wrong with it.
 pub fn address(raw: &str) -> Result<FlussAddress> {
-    stream::parse(raw).map_err(|reason| Error::BadSource { source: raw.into(), reason })
+    stream::parse(raw).map_err(|reason| Error::BadSource { source: stream::redacted(raw), reason })
 }
 
 /// The table's columns a read decodes: the four serving columns (by name, any case), or the

@@ -324,13 +324,8 @@ def test_credentials_in_options_are_never_printed(fluss_cluster):
     con.execute("SELECT * FROM serving_unfollow()")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="extension bug: serving_build/serving_follow refuse 'fluss://user:password@host:port/db.t' "
-    "('credentials never go in the address') but print the whole address, password included",
-)
 def test_credentials_in_a_fluss_address_are_never_printed(fluss_cluster):
+    """Found by this test (the refusal printed the whole address): fixed, now a regression test."""
     con = connect()
     for function in ("serving_build", "serving_follow"):
         address = f"fluss://streamhouse:{SECRET}@{fluss_cluster['bootstrap']}/shop.faults_secret"
