@@ -87,6 +87,16 @@ async def _offsets(bootstrap: str, name: str, buckets: int) -> tuple[dict, dict]
     return dict(end), tiered
 
 
+def wait_tiered(bootstrap: str, name: str, buckets: int, what: str) -> dict:
+    """Fluss's latest lake snapshot once it holds every bucket up to its log end (all tiered)."""
+
+    def tiered():
+        end, lake = run(_offsets(bootstrap, name, buckets))
+        return lake if lake and all(lake.get(b, 0) == end[b] for b in end) else None
+
+    return wait_for(tiered, 180, what, poll=1)
+
+
 class Stream:
     """A seeded random stream of order changes and its plain-Python oracle (last value per key)."""
 
@@ -151,11 +161,7 @@ def test_union_read_follow_and_the_tiered_lake_give_the_same_answer(fluss_cluste
     run(_write(bootstrap, name, stream.batch(new=400, corrected=0, deleted=0)))
     run(_write(bootstrap, name, stream.batch(new=100, corrected=80, deleted=20)))
 
-    def tiered():
-        end, lake = run(_offsets(bootstrap, name, buckets))
-        return lake if lake and all(lake.get(b, 0) == end[b] for b in end) else None
-
-    wait_for(tiered, 180, "Fluss's tiering to commit every bucket to the lake", poll=1)
+    wait_tiered(bootstrap, name, buckets, "Fluss's tiering to commit every bucket to the lake")
     # Written after the tiering caught up: the build reads them from the log, past the lake snapshot.
     run(_write(bootstrap, name, stream.batch(new=50, corrected=60, deleted=15)))
     source = f"fluss://{bootstrap}/shop.{name}"
@@ -178,7 +184,7 @@ def test_union_read_follow_and_the_tiered_lake_give_the_same_answer(fluss_cluste
     con.execute("SELECT * FROM serving_unfollow()")
 
     # The lake table Fluss wrote, once tiering caught up, read as a batch Paimon table.
-    wait_for(tiered, 180, "Fluss's tiering to catch up with the follower's writes", poll=1)
+    wait_tiered(bootstrap, name, buckets, "Fluss's tiering to catch up with the follower's writes")
     lake = connect()
     lake.execute("SELECT * FROM serving_build(?)", [f"paimon:{warehouse}/shop.db/{name}"])
     assert_serves(lake, stream, "batch build of the tiered Paimon table")
@@ -235,11 +241,7 @@ def test_fluss_scan_and_from_fluss_read_the_current_state(fluss_cluster):
     stream = Stream(42)
     run(_write(bootstrap, name, stream.batch(new=300, corrected=0, deleted=0)))
 
-    def tiered():
-        end, lake = run(_offsets(bootstrap, name, buckets))
-        return lake if lake and all(lake.get(b, 0) == end[b] for b in end) else None
-
-    wait_for(tiered, 180, "Fluss's tiering to commit every bucket to the lake", poll=1)
+    wait_tiered(bootstrap, name, buckets, "Fluss's tiering to commit every bucket to the lake")
     run(_write(bootstrap, name, stream.batch(new=40, corrected=70, deleted=25)))
     source = f"fluss://{bootstrap}/shop.{name}"
     con = connect()
