@@ -161,13 +161,14 @@ demo-fluss: release venv jvm
 
 # Every benchmark's output also goes to build/bench.log; bench/summary.py then lists each missed
 # target. `make bench` reports misses and exits 0; `make bench-strict` exits 1 on any miss.
-bench: release venv
+bench: release venv jvm
 	@mkdir -p build
 	set -o pipefail; { $(PY) bench/bench.py build/release/$(EXT) && \
 	  $(PY) bench/bench_lake.py build/release/$(EXT) && \
 	  $(PY) bench/bench_live.py build/release/$(EXT) && \
 	  $(PY) bench/bench_scale.py build/release/$(EXT) && \
-	  $(PY) bench/bench_scaleout.py build/release/$(EXT); } 2>&1 | tee build/bench.log
+	  $(PY) bench/bench_scaleout.py build/release/$(EXT) && \
+	  $(PY) bench/bench_fluss.py build/release/$(EXT); } 2>&1 | tee build/bench.log
 	$(PY) bench/summary.py build/bench.log
 
 bench-strict: bench

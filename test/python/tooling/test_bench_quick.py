@@ -14,7 +14,9 @@ import pytest
 from conftest import ROOT
 
 BENCH = ROOT / "bench"
-SCRIPTS = ["bench.py", "bench_lake.py", "bench_live.py", "bench_scale.py", "bench_scaleout.py"]
+SCRIPTS = ["bench.py", "bench_lake.py", "bench_live.py", "bench_scale.py", "bench_scaleout.py", "bench_fluss.py"]
+# bench_fluss.py starts and stops a local Fluss cluster (~15-30 s of the ~40-60 s it takes quick).
+TIMEOUT = {"bench_fluss.py": 400}
 
 
 def run(args: list, timeout: int) -> subprocess.CompletedProcess:
@@ -23,10 +25,11 @@ def run(args: list, timeout: int) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.timeout(180)
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize(
+    "script", [pytest.param(s, marks=pytest.mark.timeout(TIMEOUT.get(s, 170) + 10)) for s in SCRIPTS]
+)
 def test_bench_script_runs_quick(script, ext_path, tmp_path):
-    p = run([BENCH / script, ext_path, "--quick"], timeout=170)
+    p = run([BENCH / script, ext_path, "--quick"], timeout=TIMEOUT.get(script, 170))
     out = p.stdout + p.stderr
     assert p.returncode == 0, f"{script} --quick exited {p.returncode}:\n{out[-4000:]}"
     assert "quick" in p.stdout.lower(), f"{script} --quick did not say it ran quick:\n{p.stdout[-2000:]}"
