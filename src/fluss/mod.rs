@@ -132,6 +132,11 @@ impl Site {
         let config = Config {
             bootstrap_servers: self.address.bootstrap.clone(),
             connect_timeout_ms: 5_000,
+            // A fetch that finds nothing new waits this long on the server before it answers, even
+            // when records arrive meanwhile: Fluss's 500 ms default was most of a follower's lag.
+            scanner_log_fetch_wait_max_time_ms: 50,
+            // A follower's tick applies one poll: let a burst be one refresh, not many.
+            scanner_log_max_poll_records: 10_000,
             ..Config::default()
         };
         let conn = Arc::new(self.block_on(FlussConnection::new(config))?);

@@ -17,9 +17,11 @@ use crate::serving::meta::not_built;
 
 /// The snapshot the layer reflects and the commit time recorded with it, from serving_meta.
 pub fn held(conn: &Connection, function: &'static str) -> Result<(Option<i64>, Option<i64>)> {
-    conn.prepare_cached(&format!("SELECT lake_snapshot, lake_snapshot_millis FROM {META}"))
-        .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
-        .map_err(|e| not_built(function, e))
+    // Not cached: see `meta::served_place` (a cached statement keeps the layer it was bound to).
+    conn.query_row(&format!("SELECT lake_snapshot, lake_snapshot_millis FROM {META}"), [], |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    })
+    .map_err(|e| not_built(function, e))
 }
 
 /// Why the layer holding snapshot `held` (committed at `millis`) no longer reflects `table`'s

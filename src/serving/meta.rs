@@ -48,9 +48,10 @@ pub fn current_place(conn: &Connection) -> Result<Place> {
 /// search path) records. Every reader names the layer's tables there, so a same-named table
 /// elsewhere on the search path (a dbt model, `USE other`) never answers for it.
 pub fn served_place(conn: &Connection, function: &'static str) -> Result<Place> {
+    // Prepared afresh each time: a cached statement keeps the serving_meta it was bound to, and
+    // DuckDB 1.5 does not bind it again when the caller's search_path moves to another layer.
     let recorded: (Option<String>, Option<String>) = conn
-        .prepare_cached(&format!("SELECT serving_catalog, serving_schema FROM {META}"))
-        .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
+        .query_row(&format!("SELECT serving_catalog, serving_schema FROM {META}"), [], |r| Ok((r.get(0)?, r.get(1)?)))
         .map_err(|e| not_built(function, e))?;
     match recorded {
         (Some(catalog), Some(schema)) => Ok(Place { catalog, schema }),
