@@ -244,14 +244,7 @@ fn stage_changes(conn: &Connection, raw: &str, table: &LakeTable, from: i64, to:
     for item in table.changes(from, to) {
         let (_, batch) = item?;
         if first {
-            let cols = batch
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| format!("{} {}", quote::ident(f.name()), duckdb_type_name(f.data_type())))
-                .collect::<Vec<_>>()
-                .join(", ");
-            conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {CHANGES} ({cols})")).map_err(failed)?;
+            conn.execute_batch(&crate::serving::source::temp_table_for(CHANGES, &batch.schema())).map_err(failed)?;
             first = false;
         }
         let mut appender = conn.appender(CHANGES).map_err(failed)?;

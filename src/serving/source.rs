@@ -106,6 +106,17 @@ pub fn describe(conn: &Connection, raw: &str, relation: &str) -> Result<Vec<(Str
     rows.collect::<std::result::Result<Vec<_>, _>>().map_err(not_found)
 }
 
+/// `CREATE OR REPLACE TEMP TABLE name (...)` with the columns of an Arrow schema, in DuckDB's
+/// types: where Rust-made batches (a changelog, a lake delta) are appended.
+pub fn temp_table_for(name: &str, schema: &duckdb::arrow::datatypes::Schema) -> String {
+    let cols = schema
+        .fields()
+        .iter()
+        .map(|f| format!("{} {}", crate::core::quote::ident(f.name()), duckdb_type_name(f.data_type())))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("CREATE OR REPLACE TEMP TABLE {name} ({cols})")
+}
 /// DuckDB's name for an Arrow type, for the columns we stage (others are reported as Arrow names).
 pub fn duckdb_type_name(dt: &DataType) -> String {
     match dt {

@@ -30,7 +30,7 @@ use crate::host::transaction::Transaction;
 use crate::lake::Access;
 use crate::serving::layer::{self, BuildSummary};
 use crate::serving::meta::{current_place, not_built, now_micros, refuse_read_only};
-use crate::serving::source::{describe, duckdb_type_name, AnyOrder, ResolvedSource};
+use crate::serving::source::{describe, AnyOrder, ResolvedSource};
 use crate::serving::{lake_source, mapped, refresh};
 
 /// Where the changelog read by a build or an apply is staged, and its last change per key.
@@ -123,14 +123,7 @@ pub fn lake_path(site: &Site, given: Option<&str>) -> Result<String> {
 fn stage_log(conn: &Connection, read: &[String], batches: &[Batch60]) -> Result<bool> {
     let failed = |e: duckdb::Error| Error::duckdb("serving: staging the Fluss changelog", &e);
     let Some(first) = batches.iter().find(|b| b.num_rows() > 0) else { return Ok(false) };
-    let cols = first
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| format!("{} {}", quote::ident(f.name()), duckdb_type_name(f.data_type())))
-        .collect::<Vec<_>>()
-        .join(", ");
-    conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {LOG} ({cols})")).map_err(failed)?;
+    conn.execute_batch(&crate::serving::source::temp_table_for(LOG, &first.schema())).map_err(failed)?;
     {
         let mut appender = conn.appender(LOG).map_err(failed)?;
         for b in batches.iter().filter(|b| b.num_rows() > 0) {
