@@ -10,6 +10,10 @@ excluded: `#[cfg(test)]` items and files declared under it) names a path into B:
 re-exports (`pub use child::Item`) resolves to the module that defines it. Comments and string
 literals are ignored.
 
+It also checks the layers (src/lib.rs's module doc): a module of a top-level folder may use only
+folders of a lower layer (or its own folder); `fluss` and `lake` are one layer and never use each
+other. Each arrow against the layers is printed ("layer: ...") and exits 1 too.
+
 Usage: scripts/import_cycles.py [SRC_DIR]   (default: src/ beside this script's folder)
 """
 
@@ -297,14 +301,32 @@ def name(module: tuple) -> str:
     return "::".join(module[1:]) or "crate"
 
 
+# The layers, top first (src/lib.rs): a folder may use the folders of a lower rank only.
+LAYERS = {"functions": 4, "serving": 3, "fluss": 2, "lake": 2, "host": 1, "core": 0}
+
+
+def against_layers(edges: dict[tuple, dict[tuple, set[str]]]) -> list[str]:
+    """Every arrow from a top-level folder to one of the same or a higher layer (not itself)."""
+    out = []
+    for a, targets in sorted(edges.items()):
+        for b, names in sorted(targets.items()):
+            fa, fb = (a[1] if len(a) > 1 else None), (b[1] if len(b) > 1 else None)
+            if fa in LAYERS and fb in LAYERS and fa != fb and LAYERS[fb] >= LAYERS[fa]:
+                out.append(f"layer: {name(a)} -> {name(b)} ({fa} may not use {fb}): {', '.join(sorted(names))}")
+    return out
+
+
 def main(argv: list[str]) -> int:
     src = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parent.parent / "src"
     crate = Crate(src)
     edges = crate.graph()
     found = cycles(edges)
+    wrong = against_layers(edges)
+    for line in wrong:
+        print(line)
     if not found:
         print(f"no import cycle ({len(edges)} modules, {sum(len(e) for e in edges.values())} edges)")
-        return 0
+        return 1 if wrong else 0
     for comp in found:
         members = set(comp)
         print(f"cycle: {{{', '.join(name(m) for m in comp)}}}")

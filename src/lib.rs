@@ -6,16 +6,17 @@
 //! - `serving` — the serving layer's operations on the extension's connections: build,
 //!   dashboard reads, refresh, reconcile, follow, and the state they keep per database.
 //!   Uses `host`, `lake`, `fluss`, `core`.
+//! - `fluss` — the Fluss boundary: Apache Fluss's Rust client (one runtime, one connection per
+//!   cluster), tables described, the changelog read as Arrow. Uses `host` (the sandbox), `core`.
+//! - `lake` — the Paimon boundary: tables planned and read through paimon-rust, storage
+//!   options, foreign errors converted and secrets scrubbed once. Uses `host` (the sandbox), `core`.
 //! - `host` — living inside DuckDB's process: the connection pool, the writer lease and its
 //!   explicit transaction, the watchdog that lets go of a closed database, the descriptor
-//!   registry, the exit hook, DuckDB's global settings as our connection reads them. Uses `core`.
-//! - `fluss` — the Fluss boundary: Apache Fluss's Rust client (one runtime, one connection per
-//!   cluster), tables described, the changelog read as Arrow. Uses `core`.
-//! - `lake` — the Paimon boundary: tables planned and read through paimon-rust, storage
-//!   options, foreign errors converted and secrets scrubbed once. Uses `core`.
-//! - `core` — pure logic, no DuckDB connection, no paimon: source strings, the schema contract,
-//!   the mart arithmetic, the duplicate check, the tier DDL, quoting, locations, the sandbox
-//!   decision, errors.
+//!   registry, the exit hook, DuckDB's global settings as our connection reads them, and DuckDB's
+//!   file sandbox (the one place that judges a path, following its links on the disk). Uses `core`.
+//! - `core` — pure logic, no DuckDB connection, no paimon, no file system: source strings, the
+//!   schema contract, the mart arithmetic, the duplicate check, the tier DDL, quoting, locations,
+//!   errors.
 //!
 //! Within and across the folders no module imports one that imports it back
 //! (`scripts/import_cycles.py` prints any cycle; test/python/tooling/test_import_cycles.py

@@ -1,7 +1,8 @@
 //! Pure logic: what a source string names, the contract a source must meet and the SQL of the
 //! serving tables, the mart arithmetic of a refresh, when a lake refresh may merge a delta itself, the duplicate check, the dashboard's
-//! question and its SQL, the Fluss tier DDL, quoting, locations and the sandbox decision, and
-//! the one error type. Nothing here holds a DuckDB connection or calls paimon; everything is
+//! question and its SQL, the Fluss tier DDL, quoting and locations, and
+//! the one error type. Nothing here holds a DuckDB connection, calls paimon or looks at the file
+//! system (what a source string names asks a `source::Look` for that); everything is
 //! unit-tested in place. Modules here use only each other (and `error` uses none of them).
 
 pub mod dashboard;
@@ -13,7 +14,6 @@ pub mod location;
 pub mod mapping;
 pub mod mart;
 pub mod quote;
-pub mod sandbox;
 pub mod schema;
 pub mod source;
 pub mod stream;

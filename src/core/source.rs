@@ -1,13 +1,15 @@
 //! What a `serving_build` / `serving_refresh` / `serving_follow` source string means, decided
-//! here and nowhere else, without touching the database: a Paimon table (`paimon:<path>`, an
-//! object-storage prefix with no file extension, or a local directory holding `schema/`), a
-//! (qualified) table or view name, or a file path / glob DuckDB reads itself. Anything else is
-//! refused, so a source string can never carry SQL of its own.
+//! here and nowhere else, without touching the database or the disk: a Fluss table
+//! (`fluss://...`), a Paimon table (`paimon:<path>`, an object-storage prefix with no file
+//! extension, or a local directory holding `schema/`), a (qualified) table or view name, or a
+//! file path / glob DuckDB reads itself. Anything else is refused, so a source string can never
+//! carry SQL of its own. A function decides its source once, at its boundary, and passes the
+//! [`Origin`] down: nothing below parses the string again.
 
 use crate::core::error::{Error, Result};
 use crate::core::location::{is_remote, local_path};
 use crate::core::quote;
-use crate::core::sandbox::Sandbox;
+use crate::core::stream::{self, FlussAddress};
 
 /// Where a source's rows come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,13 +18,45 @@ pub enum Origin {
     Lake(String),
     /// A relation DuckDB reads on our connection.
     Relation(Source),
+    /// A Fluss table, read through the Fluss client.
+    Stream(FlussAddress),
+}
+
+/// What is at a local path, as far as telling a source apart needs to know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathKind {
+    /// A directory holding `schema/`: a Paimon table.
+    PaimonTable,
+    /// Any other directory.
+    Directory,
+    /// Anything else that exists.
+    File,
+    Missing,
+}
+
+/// What deciding a source string needs of the world outside this module: the sandbox's verdict
+/// on a path and its refusal, and what a permitted local path is. `host::sandbox::Sandbox`
+/// answers from DuckDB's settings and the disk; the tests below answer from a table, so the
+/// decision itself stays pure.
+pub trait Look {
+    fn permits(&self, path: &str) -> bool;
+    fn denied(&self, function: &'static str, path: &str) -> Error;
+    /// What `local` (a local path, `file://` already taken off) is; asked only of a path
+    /// `permits` allowed.
+    fn kind(&self, local: &str) -> PathKind;
 }
 
 impl Origin {
-    /// Decides what `raw` means. The filesystem is looked at (is this directory a Paimon table?)
-    /// only where the sandbox allows; a path it forbids that is not a file source (those DuckDB
-    /// checks itself) is refused here, naming the setting.
-    pub fn of(raw: &str, sandbox: &Sandbox) -> Result<Origin> {
+    /// Decides what `raw` means. What a local path is (is this directory a Paimon table?) is
+    /// asked only where the sandbox allows; a path it forbids that is not a file source (those
+    /// DuckDB checks itself) is refused here, naming the setting.
+    pub fn of(raw: &str, look: &dyn Look) -> Result<Origin> {
+        if stream::is_fluss(raw) {
+            // The address is shown redacted: a refused one may carry a password.
+            return stream::parse(raw)
+                .map(Origin::Stream)
+                .map_err(|reason| Error::BadSource { source: stream::redacted(raw), reason });
+        }
         if let Some(rest) = raw.trim_start().strip_prefix("paimon:") {
             return Ok(Origin::Lake(rest.trim().to_string()));
         }
@@ -30,29 +64,26 @@ impl Origin {
         if is_remote(s) && format_of(s).is_none() && !s.contains(['*', '?', '[']) {
             return Ok(Origin::Lake(s.to_string()));
         }
-        if !sandbox.permits(s) {
+        let permitted = look.permits(s);
+        if !permitted {
             let file_like = Source::parse(s).is_ok();
             let path_like = s.contains('/') || s.contains('\\');
             if path_like && !file_like {
-                return Err(sandbox.denied("serving", s));
+                return Err(look.denied("serving", s));
             }
-        } else {
+        } else if look.kind(local_path(s)) == PathKind::PaimonTable {
             // `file:///dir` names the same directory as `/dir` (one rule for every function).
-            let p = std::path::Path::new(local_path(s));
-            if p.is_dir() && p.join("schema").is_dir() {
-                return Ok(Origin::Lake(s.to_string()));
-            }
+            return Ok(Origin::Lake(s.to_string()));
         }
         Source::parse(raw).map(Origin::Relation).map_err(|e| match e {
             // A path with no file extension: say what is there (where the sandbox lets us look).
-            Error::BadSource { source, .. } if looks_like_path(s) && format_of(s).is_none() && sandbox.permits(s) => {
-                let p = std::path::Path::new(local_path(s));
-                let what = if p.is_dir() {
-                    "it is a directory but not a Paimon table (it has no schema/ subdirectory)"
-                } else if p.exists() {
-                    "it is a file without a known extension"
-                } else {
-                    "no such file or directory"
+            Error::BadSource { source, .. } if permitted && looks_like_path(s) && format_of(s).is_none() => {
+                let what = match look.kind(local_path(s)) {
+                    PathKind::Directory | PathKind::PaimonTable => {
+                        "it is a directory but not a Paimon table (it has no schema/ subdirectory)"
+                    }
+                    PathKind::File => "it is a file without a known extension",
+                    PathKind::Missing => "no such file or directory",
                 };
                 Error::BadSource {
                     source,
@@ -67,9 +98,14 @@ impl Origin {
     }
 
     /// The Paimon table a source string names, if it names one (and the sandbox lets us see).
-    pub fn lake_path(raw: &str, sandbox: &Sandbox) -> Option<String> {
-        match Origin::of(raw, sandbox) {
-            Ok(Origin::Lake(path)) => Some(path),
+    pub fn lake_path(raw: &str, look: &dyn Look) -> Option<String> {
+        Origin::of(raw, look).ok()?.lake().map(str::to_string)
+    }
+
+    /// The Paimon table's path, if this is one.
+    pub fn lake(&self) -> Option<&str> {
+        match self {
+            Origin::Lake(path) => Some(path),
             _ => None,
         }
     }
@@ -232,17 +268,72 @@ mod tests {
         assert!(Source::parse("/tmp/x.txt").is_err());
     }
 
+    /// A world of a few paths: what `kind` answers, and which paths the sandbox forbids.
+    struct World {
+        paths: Vec<(&'static str, PathKind)>,
+        forbidden: Vec<&'static str>,
+    }
+
+    impl Look for World {
+        fn permits(&self, path: &str) -> bool {
+            !self.forbidden.iter().any(|f| path.starts_with(f))
+        }
+        fn denied(&self, function: &'static str, path: &str) -> Error {
+            Error::Denied { function, path: path.into(), problem: "forbidden".into() }
+        }
+        fn kind(&self, local: &str) -> PathKind {
+            assert!(self.permits(local), "asked what a forbidden path is: {local}");
+            self.paths.iter().find(|(p, _)| *p == local).map_or(PathKind::Missing, |(_, k)| *k)
+        }
+    }
+
+    fn open() -> World {
+        World { paths: vec![], forbidden: vec![] }
+    }
+
     #[test]
     fn lake_origins() {
-        let open = Sandbox::open();
         let lake = |p: &str| Origin::Lake(p.to_string());
-        assert_eq!(Origin::of("paimon: /wh/t ", &open).unwrap(), lake("/wh/t"));
-        assert_eq!(Origin::of("s3://b/wh/db.db/t", &open).unwrap(), lake("s3://b/wh/db.db/t"));
+        assert_eq!(Origin::of("paimon: /wh/t ", &open()).unwrap(), lake("/wh/t"));
+        assert_eq!(Origin::of("s3://b/wh/db.db/t", &open()).unwrap(), lake("s3://b/wh/db.db/t"));
         assert_eq!(
-            Origin::of("s3://b/o.parquet", &open).unwrap(),
+            Origin::of("s3://b/o.parquet", &open()).unwrap(),
             Origin::Relation(Source::File { path: "s3://b/o.parquet".into(), format: FileFormat::Parquet })
         );
-        assert_eq!(Origin::of("orders", &open).unwrap(), Origin::Relation(Source::Table(vec!["orders".into()])));
+        assert_eq!(Origin::of("orders", &open()).unwrap(), Origin::Relation(Source::Table(vec!["orders".into()])));
+        match Origin::of(" FLUSS://h:9123/shop.orders", &open()).unwrap() {
+            Origin::Stream(a) => assert_eq!((a.bootstrap.as_str(), a.path().as_str()), ("h:9123", "shop.orders")),
+            other => panic!("{other:?}"),
+        }
+        match Origin::of("fluss://u:secret@h:9123/shop.orders", &open()) {
+            Err(Error::BadSource { source, .. }) => assert!(!source.contains("secret"), "{source}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_local_directory_is_asked_what_it_is() {
+        let world = World {
+            paths: vec![
+                ("/wh/t", PathKind::PaimonTable),
+                ("/wh/plain", PathKind::Directory),
+                ("/wh/notes", PathKind::File),
+            ],
+            forbidden: vec!["/secret"],
+        };
+        assert_eq!(Origin::of("/wh/t", &world).unwrap(), Origin::Lake("/wh/t".into()));
+        assert_eq!(Origin::of("file:///wh/t", &world).unwrap(), Origin::Lake("file:///wh/t".into()));
+        let reason = |raw: &str| match Origin::of(raw, &world) {
+            Err(Error::BadSource { reason, .. }) => reason,
+            other => panic!("{raw}: {other:?}"),
+        };
+        assert!(reason("/wh/plain").starts_with("it is a directory but not a Paimon table"));
+        assert!(reason("/wh/notes").starts_with("it is a file without a known extension"));
+        assert!(reason("/wh/missing").starts_with("no such file or directory"));
+        // A forbidden path is refused by the sandbox, never looked at (World::kind asserts it).
+        assert!(matches!(Origin::of("/secret/t", &world), Err(Error::Denied { .. })));
+        // A forbidden file source is left to DuckDB's own check.
+        assert!(matches!(Origin::of("/secret/o.parquet", &world), Ok(Origin::Relation(Source::File { .. }))));
     }
 
     #[test]

@@ -24,8 +24,8 @@ use fluss::client::FlussConnection;
 use fluss::config::Config;
 
 use crate::core::error::{Error, Result};
-use crate::core::sandbox::Sandbox;
 use crate::core::stream::FlussAddress;
+use crate::host::sandbox::Sandbox;
 
 /// How long one call to the cluster may take before it is reported as unanswered.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);

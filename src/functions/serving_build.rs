@@ -8,6 +8,7 @@ use duckdb::core::LogicalTypeId;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
+use crate::core::source::Origin;
 use crate::host::session::Role;
 use crate::host::transaction::Transaction;
 use crate::serving::refresh;
@@ -39,10 +40,13 @@ impl RowsFunction for ServingBuild {
         let replace = ctx.call.named.first().cloned().flatten().is_some_and(|v| v.eq_ignore_ascii_case("true"));
         // lake := the Paimon warehouse a Fluss table is tiered into (when the cluster does not say).
         let lake = ctx.call.named.get(1).cloned().flatten();
-        let access = ctx.db.lake_access(&ctx.call.access, &ctx.call.arg);
+        // The source decided once; everything below takes this value, never the string again.
+        let origin = Origin::of(&ctx.call.arg, &ctx.call.access.sandbox)?;
+        let access = ctx.db.lake_access(&ctx.call.access, origin.lake());
         let s = crate::serving::build(
             ctx.conn,
             &ctx.call.arg,
+            &origin,
             ctx.call.columns.as_ref(),
             lake.as_deref(),
             &access,

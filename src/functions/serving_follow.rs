@@ -11,6 +11,7 @@ use duckdb::core::LogicalTypeId;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::{Error, Result};
+use crate::core::source::Origin;
 use crate::host::session::Role;
 use crate::serving::{follow, publish};
 
@@ -41,19 +42,33 @@ fn every(ctx: &Ctx) -> Result<Duration> {
 
 /// What the follower of `source` applies at each tick, once the layer is checked to be built
 /// from it: a Fluss table's changelog, or a Paimon table's snapshots.
-fn follow_apply(ctx: &Ctx, source: &str, access: &crate::lake::Access) -> Result<follow::Apply> {
-    if crate::core::stream::is_fluss(source) {
+fn follow_apply(ctx: &Ctx, source: &str, origin: &Origin, access: &crate::lake::Access) -> Result<follow::Apply> {
+    match origin {
         #[cfg(not(duckdb14))]
-        return crate::serving::stream_source::follower(ctx.conn, source, access);
+        Origin::Stream(address) => crate::serving::stream_source::follower(ctx.conn, source, address, access),
         #[cfg(duckdb14)]
-        return Err(Error::Refused {
+        Origin::Stream(_) => Err(Error::Refused {
             function: "serving_follow",
             problem: "Fluss sources need the DuckDB 1.5+ artifact (the 1.4 artifact is built without the Fluss client)"
                 .into(),
-        });
+        }),
+        Origin::Lake(path) => {
+            let path = follow::check_source(ctx.conn, source, path, access)?;
+            Ok(follow::lake_apply(source.to_string(), path, access.options.clone()))
+        }
+        Origin::Relation(_) => Err(follow::not_a_lake_table(source)),
     }
-    let path = follow::check_source(ctx.conn, source, access)?;
-    Ok(follow::lake_apply(source.to_string(), path, access.options.clone()))
+}
+
+/// What `source` names: a follower follows a Paimon or a Fluss table. The sandbox's refusal and
+/// a bad Fluss address stand as they are; anything else is simply not a table to follow.
+fn origin(source: &str, access: &crate::lake::Access) -> Result<Origin> {
+    match Origin::of(source, &access.sandbox) {
+        Ok(origin) => Ok(origin),
+        Err(e @ Error::Denied { .. }) => Err(e),
+        Err(e) if crate::core::stream::is_fluss(source) => Err(e),
+        Err(_) => Err(follow::not_a_lake_table(source)),
+    }
 }
 
 impl RowsFunction for ServingFollow {
@@ -74,8 +89,10 @@ impl RowsFunction for ServingFollow {
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
         let every = every(ctx)?;
         let source = ctx.call.arg.trim().to_string();
-        let access = ctx.db.lake_access(&ctx.call.access, &source);
-        let apply = follow_apply(ctx, &source, &access)?;
+        // The source decided once; everything below takes this value, never the string again.
+        let origin = origin(&source, &ctx.call.access)?;
+        let access = ctx.db.lake_access(&ctx.call.access, origin.lake());
+        let apply = follow_apply(ctx, &source, &origin, &access)?;
         let publish = match ctx.call.named.get(1).cloned().flatten() {
             Some(target) => {
                 // A target the sandbox forbids is refused now, not by every apply in the background.

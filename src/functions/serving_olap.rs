@@ -9,6 +9,7 @@ use super::glue::rows::Ctx;
 use super::glue::table::CompanyFunction;
 use crate::core::dashboard::DashboardQuery;
 use crate::core::error::Result;
+use crate::core::source::Origin;
 use crate::serving::read::DayRevenue;
 
 pub struct ServingOlap;
@@ -21,7 +22,9 @@ impl CompanyFunction for ServingOlap {
     }
     fn query_call(ctx: &Ctx) -> Result<DayRevenue> {
         let fact = ctx.call.named.first().cloned().flatten();
-        let access = fact.as_deref().map(|f| ctx.db.lake_access(&ctx.call.access, f));
+        let access = fact
+            .as_deref()
+            .map(|f| ctx.db.lake_access(&ctx.call.access, Origin::lake_path(f, &ctx.call.access.sandbox).as_deref()));
         crate::serving::olap(ctx.conn, &ctx.call.arg, &ctx.call.dashboard, fact.as_deref().zip(access.as_ref()))
     }
 }

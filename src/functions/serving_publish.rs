@@ -9,6 +9,7 @@ use duckdb::core::LogicalTypeId;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
+use crate::core::source::Origin;
 use crate::host::session::Role;
 use crate::host::transaction::Transaction;
 use crate::serving::publish;
@@ -29,7 +30,8 @@ impl RowsFunction for ServingPublish {
     const LAKE_OPTIONS: bool = true;
 
     fn write(ctx: &Ctx, _tx: &mut Transaction) -> Result<Vec<Vec<Cell>>> {
-        let access = ctx.db.lake_access(&ctx.call.access, &ctx.call.arg);
+        let access =
+            ctx.db.lake_access(&ctx.call.access, Origin::lake_path(&ctx.call.arg, &ctx.call.access.sandbox).as_deref());
         let s = publish::publish(ctx.conn, &ctx.call.arg, &access, &ctx.db.published)?;
         Ok(vec![vec![s.target.into(), s.snapshot.into(), s.upserted.into(), s.deleted.into(), s.elapsed_ms.into()]])
     }

@@ -8,6 +8,7 @@ use duckdb::core::LogicalTypeId;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
+use crate::core::source::Origin;
 use crate::host::session::Role;
 use crate::serving::meta::now_micros;
 use crate::serving::reconcile::{self, Reconciled};
@@ -30,7 +31,9 @@ impl RowsFunction for ServingReconcile {
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
         let fact = ctx.call.named.first().cloned().flatten();
-        let access = fact.as_deref().map(|f| ctx.db.lake_access(&ctx.call.access, f));
+        let access = fact
+            .as_deref()
+            .map(|f| ctx.db.lake_access(&ctx.call.access, Origin::lake_path(f, &ctx.call.access.sandbox).as_deref()));
         let (diffs, generation) = reconcile::reconcile(ctx.conn, fact.as_deref().zip(access.as_ref()))?;
         let outcome = Reconciled { at: now_micros(), clean: diffs.is_empty(), generation };
         *ctx.db.reconciled() = Some(outcome);

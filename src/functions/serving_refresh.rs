@@ -7,6 +7,7 @@ use duckdb::core::LogicalTypeId;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
+use crate::core::source::Origin;
 use crate::host::session::Role;
 use crate::host::transaction::Transaction;
 use crate::serving::refresh;
@@ -35,9 +36,12 @@ impl RowsFunction for ServingRefresh {
     const COLUMN_MAP: bool = true;
 
     fn write(ctx: &Ctx, tx: &mut Transaction) -> Result<Vec<Vec<Cell>>> {
-        let access = ctx.db.lake_access(&ctx.call.access, &ctx.call.arg);
+        // The source decided once; everything below takes this value, never the string again.
+        let origin = Origin::of(&ctx.call.arg, &ctx.call.access.sandbox)?;
+        let access = ctx.db.lake_access(&ctx.call.access, origin.lake());
         let deleted = ctx.call.named.first().cloned().flatten();
-        let s = refresh::refresh(ctx.conn, &ctx.call.arg, ctx.call.columns.as_ref(), &access, deleted.as_deref(), tx)?;
+        let (raw, map) = (ctx.call.arg.as_str(), ctx.call.columns.as_ref());
+        let s = refresh::refresh(ctx.conn, raw, &origin, map, &access, deleted.as_deref(), tx)?;
         Ok(vec![vec![
             s.inserted.into(),
             s.updated.into(),

@@ -16,6 +16,7 @@ use duckdb::core::LogicalTypeId;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::{Error, Result};
+use crate::core::source::Origin;
 use crate::host::session::Role;
 use crate::serving::follow;
 use crate::serving::meta::now_micros;
@@ -133,7 +134,12 @@ impl RowsFunction for ServingStatus {
             .source
             .as_deref()
             .map(|src| {
-                follow::lag(src, s.lake_snapshot, s.lake_snapshot_millis, &ctx.db.lake_access(&ctx.call.access, src))
+                follow::lag(
+                    src,
+                    s.lake_snapshot,
+                    s.lake_snapshot_millis,
+                    &ctx.db.lake_access(&ctx.call.access, Origin::lake_path(src, &ctx.call.access.sandbox).as_deref()),
+                )
             })
             .unwrap_or_default();
         let stream = stream_lag(&s, &ctx.call.access);

@@ -6,7 +6,7 @@
 use duckdb::Connection;
 
 use crate::core::error::{Error, Result};
-use crate::core::sandbox::Sandbox;
+use crate::host::sandbox::Sandbox;
 
 /// The sandbox settings as they stand now.
 pub fn sandbox(conn: &Connection) -> Result<Sandbox> {

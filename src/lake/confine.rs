@@ -1,5 +1,5 @@
 //! DuckDB's file sandbox applied to the files paimon-rust opens behind DuckDB's back (the
-//! decision on one path is `core::sandbox`'s; this module walks what a table holds). A table is
+//! decision on one path is `host::sandbox`'s; this module walks what a table holds). A table is
 //! a directory tree: at open, the directory must lie inside an allowed directory and every
 //! symlink anywhere in it must point to an allowed place ([`check_tree`]); a planned read's
 //! every file — which the table's own metadata may place elsewhere — must pass as a file DuckDB's
@@ -11,7 +11,7 @@ use paimon::table::DataSplit;
 
 use crate::core::error::Result;
 use crate::core::location::{is_remote, local_path, without_userinfo, MAX_PATH};
-use crate::core::sandbox::{resolve, Sandbox};
+use crate::host::sandbox::{resolve, Sandbox};
 
 /// Refuses the table directory `dir` unless it lies inside an allowed directory and every
 /// symlink inside it points to an allowed place. `allowed_paths` name single files, as for

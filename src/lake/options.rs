@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::core::sandbox::Sandbox;
+use crate::host::sandbox::Sandbox;
 
 /// Storage options for a table: Paimon's own keys (`s3.endpoint`, `s3.access-key`, ...), as
 /// given by the `options := MAP {...}` parameter, completed from the standard AWS environment

@@ -21,7 +21,7 @@ use super::options::Access;
 use super::site::Site;
 use crate::core::error::Result;
 use crate::core::location::{is_remote, local_path, MAX_PATH};
-use crate::core::sandbox::Sandbox;
+use crate::host::sandbox::Sandbox;
 
 /// Paimon's JSON metadata (schemas, snapshots, hints) is small; paimon-rust reads such a file
 /// whole, so a runaway one (a device, a huge file) is refused before it can exhaust memory.

@@ -99,15 +99,19 @@ fn built_from(conn: &Connection) -> Result<(Option<String>, Option<i64>)> {
         .map_err(|e| not_built("serving_follow", e))
 }
 
-/// Checks that the layer was built from the Paimon table `source` names; returns its path.
-pub fn check_source(conn: &Connection, source: &str, access: &Access) -> Result<String> {
+/// The refusal of a source that names no table to follow.
+pub fn not_a_lake_table(source: &str) -> Error {
+    Error::Refused {
+        function: "serving_follow",
+        problem: format!("'{source}' is not a Paimon table (use paimon:<table directory>)"),
+    }
+}
+
+/// Checks that the layer was built from the Paimon table at `path` (what `source` names);
+/// returns the path.
+pub fn check_source(conn: &Connection, source: &str, path: &str, access: &Access) -> Result<String> {
     let refuse = |why: String| Error::Refused { function: "serving_follow", problem: why };
-    let path = match Origin::of(source, &access.sandbox) {
-        Ok(Origin::Lake(path)) => path,
-        // The sandbox's refusal stands as it is; anything else is simply not a lake source.
-        Err(denied @ Error::Denied { .. }) => return Err(denied),
-        _ => return Err(refuse(format!("'{source}' is not a Paimon table (use paimon:<table directory>)"))),
-    };
+    let path = path.to_string();
     LakeTable::open("serving_follow", &path, access)?;
     let (built, _) = built_from(conn)?;
     let built_path = built.as_deref().and_then(|b| Origin::lake_path(b, &access.sandbox));
@@ -137,7 +141,8 @@ fn apply_once(conn: &Connection, source: &str, path: &str, options: &LakeOptions
         return Ok(None);
     }
     let mut tx = Transaction::new();
-    let applied = refresh::refresh(conn, source, None, &access, None, &mut tx);
+    let origin = Origin::Lake(path.to_string());
+    let applied = refresh::refresh(conn, source, &origin, None, &access, None, &mut tx);
     match applied {
         Ok(summary) => {
             tx.commit(conn)?;

@@ -34,7 +34,7 @@ pub fn lake_fact_mart(
 ) -> Result<(Mart, Option<i64>)> {
     let path = match Origin::of(raw, &access.sandbox)? {
         Origin::Lake(path) => path,
-        Origin::Relation(_) => {
+        Origin::Relation(_) | Origin::Stream(_) => {
             return Err(Error::Refused {
                 function,
                 problem: format!(

@@ -67,13 +67,12 @@ fn read_columns(raw: &str, described: &[(String, String)], map: Option<&ColumnMa
 pub fn resolve(
     conn: &Connection,
     raw: &str,
-    path: &str,
+    table: &LakeTable,
     allow_deleted: bool,
     map: Option<&ColumnMap>,
     access: &Access,
 ) -> Result<ResolvedSource> {
-    const FUNCTION: &str = "serving";
-    let table = LakeTable::open(FUNCTION, path, access)?;
+    let path = table.path();
     let schema = table.schema()?;
     let described: Vec<(String, String)> =
         schema.fields().iter().map(|f| (f.name().clone(), duckdb_type_name(f.data_type()))).collect();
@@ -83,9 +82,9 @@ pub fn resolve(
     // A held snapshot that is no longer the table's history: the latest state is read whole
     // and the caller rebuilds from it.
     let rebuild = match held {
-        Some((since, millis)) => match history::rewritten(&table, Some(since), millis)? {
+        Some((since, millis)) => match history::rewritten(table, Some(since), millis)? {
             Some(why) => Some(why),
-            None => delta::overwritten_since(&table, since)?,
+            None => delta::overwritten_since(table, since)?,
         },
         None => None,
     };
@@ -95,7 +94,7 @@ pub fn resolve(
         problem: e.to_string(),
     };
     let finish = |relation: String, snapshot: Option<i64>, read: Option<Parcel>, any_order: bool, staged: bool| {
-        let lake_snapshot_millis = history::commit_millis(&table, snapshot)?;
+        let lake_snapshot_millis = history::commit_millis(table, snapshot)?;
         let (relation, mut columns) = match map {
             Some(map) => mapped::wrap(conn, raw, &relation, map)?,
             None => (relation, schema::match_columns(raw, &described)?),
@@ -123,7 +122,7 @@ pub fn resolve(
                     .iter()
                     .map(|n| described[schema.index_of(n).expect("a read column exists")].1.as_str())
                     .collect();
-                if delta::stage_changes(conn, &table, (since, latest), &read, &types, map.is_none(), LAKE_CHANGES)? {
+                if delta::stage_changes(conn, table, (since, latest), &read, &types, map.is_none(), LAKE_CHANGES)? {
                     return finish(LAKE_CHANGES.into(), Some(latest), None, false, true);
                 }
             }

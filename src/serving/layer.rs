@@ -14,13 +14,13 @@ use crate::core::dupcheck;
 use crate::core::error::{clean_duckdb_message, Error, Result};
 use crate::core::mapping::ColumnMap;
 use crate::core::quote;
-use crate::core::sandbox::Sandbox;
 use crate::core::schema::{self, Place, FACT, MART, META};
-use crate::core::source::{Origin, Source};
+use crate::core::source::Source;
+use crate::host::sandbox::Sandbox;
 use crate::host::transaction::Transaction;
 use crate::lake::Access;
 use crate::serving::meta::{current_place, elapsed_ms, new_generation, now_micros, recorded_source, refuse_read_only};
-use crate::serving::source::{describe, AnyOrder, ResolvedSource};
+use crate::serving::source::{describe, AnyOrder, Given, ResolvedSource};
 
 /// The one row serving_build returns.
 #[derive(Debug, Clone, Default)]
@@ -40,15 +40,16 @@ pub struct BuildSummary {
 pub fn resolve(
     conn: &Connection,
     raw: &str,
+    given: Given,
     allow_deleted: bool,
     map: Option<&ColumnMap>,
     access: &Access,
 ) -> Result<ResolvedSource> {
-    let source = match Origin::of(raw, &access.sandbox)? {
-        Origin::Lake(path) => {
-            return crate::serving::lake_source::resolve(conn, raw, &path, allow_deleted, map, access)
+    let source = match given {
+        Given::Lake(table) => {
+            return crate::serving::lake_source::resolve(conn, raw, table, allow_deleted, map, access)
         }
-        Origin::Relation(source) => source,
+        Given::Relation(source) => source,
     };
     if !access.options.is_empty() {
         return Err(Error::BadSource {
@@ -79,11 +80,12 @@ pub fn resolve(
 pub fn resolve_changes(
     conn: &Connection,
     raw: &str,
+    given: Given,
     map: Option<&ColumnMap>,
     access: &Access,
     deleted: Option<&str>,
 ) -> Result<ResolvedSource> {
-    let mut src = resolve(conn, raw, true, map, access)?;
+    let mut src = resolve(conn, raw, given, true, map, access)?;
     // Only a Paimon source arrives with its deletes marked (its row kinds).
     if src.columns.deleted.is_some() {
         return match deleted {
@@ -341,6 +343,7 @@ const STAGED_FACT: &str = "__streamhouse_fct_orders_new";
 pub fn build(
     conn: &Connection,
     raw: &str,
+    given: Given,
     map: Option<&ColumnMap>,
     access: &Access,
     replace: bool,
@@ -348,10 +351,11 @@ pub fn build(
 ) -> Result<BuildSummary> {
     let started = Instant::now();
     refuse_read_only(conn, "serving_build")?;
+    let recorded = recorded_source(raw, given.lake_path());
     // Resolved before the transaction: a Paimon source's planned read (its parcel) must survive
     // a rollback so that explain_load_failure can read it again for the offending row, and
     // whether the load may insert in any order is asked where a refusal aborts nothing.
-    let src = resolve(conn, raw, false, map, access)?;
+    let src = resolve(conn, raw, given, false, map, access)?;
     // Checked before the transaction: its probes fail for a name that does not exist, and a
     // failed statement would abort the build's transaction.
     if !replace {
@@ -359,7 +363,6 @@ pub fn build(
     }
     tx.run(conn, || {
         let place = current_place(conn)?;
-        let recorded = recorded_source(raw, access);
         build_from(conn, &place, &src, &recorded, src.lake_snapshot, map)?;
         summarize(conn, &place, &recorded, src.lake_snapshot, started)
     })

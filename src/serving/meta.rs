@@ -13,8 +13,6 @@ use duckdb::Connection;
 
 use crate::core::error::{clean_duckdb_message, Error, Result};
 use crate::core::schema::{Place, COUNTS, FACT, MART, META};
-use crate::core::source::Origin;
-use crate::lake::Access;
 
 /// Milliseconds since `started`, to the microsecond (no float noise such as 44.654382999999996).
 pub fn elapsed_ms(started: Instant) -> f64 {
@@ -90,13 +88,13 @@ pub fn refuse_read_only(conn: &Connection, function: &'static str) -> Result<()>
     })
 }
 
-/// The source as the layer records it: a local Paimon table as `paimon:<absolute directory>`,
-/// so that refresh, follow and status reach the same table after the process changes its
-/// working directory; anything else as given.
-pub fn recorded_source(raw: &str, access: &Access) -> String {
-    match Origin::of(raw, &access.sandbox) {
-        Ok(Origin::Lake(path)) if !crate::core::location::is_remote(&path) => {
-            let local = crate::core::location::local_path(&path);
+/// The source as the layer records it: a local Paimon table (`lake`, the path the source
+/// names) as `paimon:<absolute directory>`, so that refresh, follow and status reach the same
+/// table after the process changes its working directory; anything else as given.
+pub fn recorded_source(raw: &str, lake: Option<&str>) -> String {
+    match lake {
+        Some(path) if !crate::core::location::is_remote(path) => {
+            let local = crate::core::location::local_path(path);
             match std::path::absolute(local) {
                 Ok(abs) => format!("paimon:{}", abs.display()),
                 Err(_) => raw.to_string(),

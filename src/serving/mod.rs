@@ -51,6 +51,7 @@ use crate::host::transaction::Transaction;
 use crate::lake::{Access, LakeTable};
 use crate::serving::meta::{current_place, refuse_read_only};
 use crate::serving::served::{is_mart_table, refuse_in_mart_mode, NEEDS_FACT};
+use crate::serving::source::Given;
 
 /// `serving_build`: a Paimon mart table makes a mart-only replica (`replica`), a Fluss table a
 /// fact layer by union read (`stream_source`), anything else a fact layer (`layer`). Runs inside
@@ -58,47 +59,54 @@ use crate::serving::served::{is_mart_table, refuse_in_mart_mode, NEEDS_FACT};
 pub fn build(
     conn: &Connection,
     raw: &str,
+    origin: &Origin,
     map: Option<&crate::core::mapping::ColumnMap>,
     lake: Option<&str>,
     access: &Access,
     replace: bool,
     tx: &mut Transaction,
 ) -> Result<layer::BuildSummary> {
-    if crate::core::stream::is_fluss(raw) {
-        return stream_build(conn, raw, map, lake, access, replace, tx);
-    }
     let started = std::time::Instant::now();
-    refuse_read_only(conn, "serving_build")?;
-    if let Origin::Lake(path) = Origin::of(raw, &access.sandbox)? {
-        let table = LakeTable::open("serving", &path, access)?;
-        if is_mart_table(&table) {
+    match origin {
+        Origin::Stream(address) => stream_build(conn, raw, address, map, lake, access, replace, tx),
+        Origin::Relation(source) => layer::build(conn, raw, Given::Relation(source), map, access, replace, tx),
+        Origin::Lake(path) => {
+            refuse_read_only(conn, "serving_build")?;
+            // Opened once: whether it is a mart table, and the fact build's read.
+            let table = LakeTable::open("serving", path, access)?;
+            if !is_mart_table(&table) {
+                return layer::build(conn, raw, Given::Lake(&table), map, access, replace, tx);
+            }
             if !replace {
                 layer::refuse_foreign_tables(conn, &current_place(conn)?)?;
             }
-            return replica::build(conn, raw, &table, access, tx, started);
+            replica::build(conn, raw, &table, tx, started)
         }
     }
-    layer::build(conn, raw, map, access, replace, tx)
 }
 
+#[allow(clippy::too_many_arguments)]
 #[cfg(not(duckdb14))]
 fn stream_build(
     conn: &Connection,
     raw: &str,
+    address: &crate::core::stream::FlussAddress,
     map: Option<&crate::core::mapping::ColumnMap>,
     lake: Option<&str>,
     access: &Access,
     replace: bool,
     tx: &mut Transaction,
 ) -> Result<layer::BuildSummary> {
-    stream_source::build(conn, raw, map, lake, access, replace, tx)
+    stream_source::build(conn, raw, address, map, lake, access, replace, tx)
 }
 
 /// The DuckDB 1.4 artifact is built without the Fluss client.
+#[allow(clippy::too_many_arguments)]
 #[cfg(duckdb14)]
 fn stream_build(
     _: &Connection,
     raw: &str,
+    _: &crate::core::stream::FlussAddress,
     _: Option<&crate::core::mapping::ColumnMap>,
     _: Option<&str>,
     _: &Access,

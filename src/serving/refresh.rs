@@ -22,16 +22,17 @@ use crate::core::error::{clean_duckdb_message, Error, Result};
 use crate::core::mapping::ColumnMap;
 use crate::core::mart::{Delta, Mart};
 use crate::core::schema::{Place, COUNTS, FACT, MART, META};
+use crate::core::source::Origin;
 use crate::core::VECTOR_SIZE;
 use crate::host::transaction::Transaction;
-use crate::lake::Access;
+use crate::lake::{Access, LakeTable};
 use crate::serving::handoff::{Contents, Parcel, Part};
 use crate::serving::layer;
 use crate::serving::mart_table::{cached_mart, read_mart, remember_mart, Warm};
 use crate::serving::meta::{elapsed_ms, new_generation, not_built, now_micros, refuse_read_only};
 use crate::serving::read::{batches, batches_with, column};
 use crate::serving::served::refuse_in_mart_mode;
-use crate::serving::source::{AnyOrder, ResolvedSource};
+use crate::serving::source::{AnyOrder, Given, ResolvedSource};
 
 #[derive(Debug, Clone, Default)]
 pub struct RefreshSummary {
@@ -336,6 +337,7 @@ pub fn warm(conn: &Connection) {
 pub fn refresh(
     conn: &Connection,
     raw: &str,
+    origin: &Origin,
     map: Option<&ColumnMap>,
     access: &Access,
     deleted: Option<&str>,
@@ -348,14 +350,33 @@ pub fn refresh(
         "serving_refresh",
         "a replica is kept fresh by serving_follow on its mart table, or rebuilt by serving_build",
     )?;
-    refuse_local_changes_on_lake(conn, raw, access)?;
+    refuse_local_changes_on_lake(conn, raw, origin, access)?;
     // The map given, else the one the layer was built with (a change set has the source's shape).
     // Before the first build there is none; the source's own problems are reported first.
     let map = match map {
         Some(m) => Some(m.clone()),
         None => recorded_map(conn).or_else(|e| if matches!(e, Error::NotBuilt { .. }) { Ok(None) } else { Err(e) })?,
     };
-    let src = layer::resolve_changes(conn, raw, map.as_ref(), access, deleted)?;
+    let src = match origin {
+        Origin::Relation(source) => {
+            layer::resolve_changes(conn, raw, Given::Relation(source), map.as_ref(), access, deleted)?
+        }
+        Origin::Lake(path) => {
+            let table = LakeTable::open("serving", path, access)?;
+            layer::resolve_changes(conn, raw, Given::Lake(&table), map.as_ref(), access, deleted)?
+        }
+        Origin::Stream(address) => {
+            return Err(Error::Refused {
+                function: "serving_refresh",
+                problem: format!(
+                    "a Fluss table is not a change set: serving_follow('{}') applies its changelog as it arrives, \
+                     serving_build('{}') reads its current state",
+                    address.uri(),
+                    address.uri()
+                ),
+            })
+        }
+    };
     if let Some(why) = src.rebuild.clone() {
         return rebuild(conn, &src, map.as_ref(), &why, tx, started);
     }
@@ -384,9 +405,8 @@ pub fn recorded_map(conn: &Connection) -> Result<Option<ColumnMap>> {
 
 /// A layer built from a Paimon table moves with that table only: a local change set would make
 /// it diverge from the lake, and the next lake change to such an order could not be applied.
-fn refuse_local_changes_on_lake(conn: &Connection, raw: &str, access: &Access) -> Result<()> {
-    use crate::core::source::Origin;
-    if matches!(Origin::of(raw, &access.sandbox), Ok(Origin::Lake(_))) {
+fn refuse_local_changes_on_lake(conn: &Connection, raw: &str, origin: &Origin, access: &Access) -> Result<()> {
+    if !matches!(origin, Origin::Relation(_)) {
         return Ok(());
     }
     let source: Option<String> = match conn.query_row(&format!("SELECT source FROM {META}"), [], |r| r.get(0)) {

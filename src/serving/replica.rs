@@ -189,14 +189,13 @@ pub fn build(
     conn: &Connection,
     raw: &str,
     table: &LakeTable,
-    access: &Access,
     tx: &mut Transaction,
     started: Instant,
 ) -> Result<BuildSummary> {
     let snapshot = stage(conn, raw, table)?;
     tx.run(conn, || {
         let place = current_place(conn)?;
-        let recorded = recorded_source(raw, access);
+        let recorded = recorded_source(raw, Some(table.path()));
         install(conn, &place)?;
         conn.execute_batch(&schema::meta_ddl(&place))
             .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;

@@ -11,7 +11,30 @@ use duckdb::Connection;
 
 use crate::core::error::{clean_duckdb_message, Error, Result};
 use crate::core::schema::{self, SourceColumns};
+use crate::core::source::Source;
+use crate::lake::LakeTable;
 use crate::serving::handoff::Parcel;
+
+/// What a build or a refresh of the fact layer reads, as its SQL function decided it once
+/// (`core::source::Origin`), a Paimon table opened once for the statement. A Fluss table never
+/// comes here: `stream_source` reads it.
+#[derive(Clone, Copy)]
+pub enum Given<'a> {
+    /// A table, view or file DuckDB reads.
+    Relation(&'a Source),
+    /// A Paimon table.
+    Lake(&'a LakeTable),
+}
+
+impl Given<'_> {
+    /// The Paimon table's path, if this is one.
+    pub fn lake_path(&self) -> Option<&str> {
+        match self {
+            Given::Lake(table) => Some(table.path()),
+            Given::Relation(_) => None,
+        }
+    }
+}
 
 /// The source resolved and checked against the contract, ready to SELECT from.
 pub struct ResolvedSource {

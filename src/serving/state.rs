@@ -6,8 +6,8 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::core::location::same_table;
-use crate::core::sandbox::Sandbox;
 use crate::core::source::Origin;
+use crate::host::sandbox::Sandbox;
 use crate::host::session::SharedSession;
 use crate::lake::{Access, LakeOptions};
 use crate::serving::follow::Follower;
@@ -60,8 +60,8 @@ impl Database {
 
     /// How a call reaches the Paimon table `source` names: with the options it gives (then
     /// remembered for that table), or else with those last given for the same table.
-    pub fn lake_access(&self, access: &Access, source: &str) -> Access {
-        let Some(path) = Origin::lake_path(source, &access.sandbox) else {
+    pub fn lake_access(&self, access: &Access, lake: Option<&str>) -> Access {
+        let Some(path) = lake.map(str::to_string) else {
             return access.clone();
         };
         let mut memo = lock(&self.lake_options);

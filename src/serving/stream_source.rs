@@ -165,9 +165,11 @@ pub struct UnionRead {
 }
 
 /// `serving_build('fluss://...')` inside `tx` (left open for the caller to commit).
+#[allow(clippy::too_many_arguments)]
 pub fn build(
     conn: &Connection,
     raw: &str,
+    address: &FlussAddress,
     map: Option<&ColumnMap>,
     lake: Option<&str>,
     access: &Access,
@@ -176,7 +178,6 @@ pub fn build(
 ) -> Result<BuildSummary> {
     let started = Instant::now();
     refuse_read_only(conn, "serving_build")?;
-    let address = address(raw)?;
     let site = Site::new("serving_build", address.clone(), &access.sandbox)?;
     if !replace {
         layer::refuse_foreign_tables(conn, &current_place(conn)?)?;
@@ -310,8 +311,12 @@ struct Follow {
 }
 
 /// Checks that the layer was built from `raw` and returns the follower's tick.
-pub fn follower(conn: &Connection, raw: &str, access: &Access) -> Result<crate::serving::follow::Apply> {
-    let address = address(raw)?;
+pub fn follower(
+    conn: &Connection,
+    raw: &str,
+    address: &FlussAddress,
+    access: &Access,
+) -> Result<crate::serving::follow::Apply> {
     let site = Site::new("serving_follow", address.clone(), &access.sandbox)?;
     let built: Option<String> = conn
         .query_row(&format!("SELECT source FROM {META}"), [], |r| r.get(0))

@@ -9,7 +9,7 @@
 
 use duckdb::vtab::BindInfo;
 
-use crate::core::sandbox::Sandbox;
+use crate::host::sandbox::Sandbox;
 
 #[cfg(not(duckdb14))]
 mod imp {

@@ -29,7 +29,29 @@ def write(root: Path, files: dict) -> Path:
 def test_src_has_no_import_cycle():
     p = check(ROOT / "src")
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "no import cycle" in p.stdout
+    assert "no import cycle" in p.stdout and "layer:" not in p.stdout
+
+
+def test_an_arrow_against_the_layers_is_found(tmp_path):
+    """core is pure (the sandbox, which looks at the disk, lives in host): core may use nothing
+    above it, and lake and fluss, one layer, never each other."""
+    src = write(
+        tmp_path,
+        {
+            "lib.rs": "pub mod core;\npub mod host;\npub mod lake;\npub mod fluss;\n",
+            "core/mod.rs": "pub mod source;\n",
+            "core/source.rs": "use crate::host::sandbox::Sandbox;\npub fn f(_: Sandbox) {}\n",
+            "host/mod.rs": "pub mod sandbox;\n",
+            "host/sandbox.rs": "pub struct Sandbox;\n",
+            "lake/mod.rs": "pub fn g() { crate::fluss::h(); crate::host::sandbox::Sandbox; }\n",
+            "fluss/mod.rs": "pub fn h() {}\n",
+        },
+    )
+    p = check(src)
+    assert p.returncode == 1, p.stdout
+    assert "layer: core::source -> host::sandbox (core may not use host): " in p.stdout, p.stdout
+    assert "layer: lake -> fluss (lake may not use fluss): " in p.stdout, p.stdout
+    assert "lake -> host" not in p.stdout, p.stdout
 
 
 def test_a_cycle_through_grouped_uses_super_and_a_bare_child_is_found(tmp_path):

@@ -1,5 +1,5 @@
 //! DuckDB's file sandbox, applied to the files we read ourselves (Paimon tables): the settings
-//! as a value and the decision on one path.
+//! as a value, the decision on one path, and what a permitted path is (`core::source::Look`).
 //!
 //! DuckDB's own readers refuse a path when `enable_external_access` is false and the path is
 //! neither under one of `allowed_directories` nor one of `allowed_paths`; a remote path only
@@ -11,8 +11,8 @@
 //! walked by `lake::confine`.
 //!
 //! Like DuckDB, the decision is made on the resolved path: `..` and symlinks are followed
-//! before comparing, so neither can step out of an allowed directory (resolving a path is the
-//! only thing here that looks at the file system).
+//! before comparing, so neither can step out of an allowed directory. It lives in `host`, not
+//! `core`, because it looks at the file system: to resolve a path, and to say what is there.
 //!
 //! Fails closed by construction: there is no default sandbox. A caller says which one it means,
 //! [`Sandbox::locked`] (nothing permitted: what a setting that cannot be read counts as) or
@@ -21,6 +21,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use crate::core::error::Error;
+use crate::core::source::{Look, PathKind};
 
 /// The caller's sandbox settings at bind time.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,6 +146,26 @@ impl Sandbox {
                  {:?} nor one of allowed_paths {:?})",
                 self.allowed_directories, self.allowed_paths
             ),
+        }
+    }
+}
+
+/// `core::source` asks the sandbox what a source string may name: the verdict and refusal above,
+/// and what a permitted local path is on the disk.
+impl Look for Sandbox {
+    fn permits(&self, path: &str) -> bool {
+        Sandbox::permits(self, path)
+    }
+    fn denied(&self, function: &'static str, path: &str) -> Error {
+        Sandbox::denied(self, function, path)
+    }
+    fn kind(&self, local: &str) -> PathKind {
+        let p = Path::new(local);
+        match std::fs::metadata(p) {
+            Ok(m) if m.is_dir() && p.join("schema").is_dir() => PathKind::PaimonTable,
+            Ok(m) if m.is_dir() => PathKind::Directory,
+            Ok(_) => PathKind::File,
+            Err(_) => PathKind::Missing,
         }
     }
 }
