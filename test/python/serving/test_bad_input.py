@@ -466,3 +466,17 @@ def test_dropped_serving_table_says_run_serving_build(good, dropped, fn):
     assert "run serving_build(source) first" in str(ei.value), str(ei.value)
     build(con, GOOD)
     assert_state_unchanged(con, rows, companies, snap)
+
+
+def test_a_fluss_table_is_not_a_change_set(good):
+    """serving_refresh takes a change set; a Fluss table is followed (its changelog) or built (its
+    state): refused naming both, before any network call (the address has no listener), the layer
+    kept."""
+    con, rows, companies, snap = good
+    with pytest.raises(duckdb.Error) as failed:
+        con.execute("SELECT * FROM serving_refresh('fluss://127.0.0.1:1/shop.orders')").fetchall()
+    message = str(failed.value)
+    assert "a Fluss table is not a change set" in message, message
+    assert "serving_follow('fluss://127.0.0.1:1/shop.orders')" in message, message
+    assert "serving_build('fluss://127.0.0.1:1/shop.orders')" in message, message
+    assert_state_unchanged(con, rows, companies, snap)
