@@ -128,7 +128,7 @@ impl LakeTable {
                 let place = place.with_note(written.filter(|&w| w != current).map(|w| {
                     format!(
                         "reading the changes of snapshot {id}, written with schema {w} while the table now has schema \
-                         {current} (reading changes across a schema change such as a dropped or renamed column is not \
+                         {current} (reading changes across a schema change such as an added, dropped or renamed column is not \
                          supported)"
                     )
                 }));
