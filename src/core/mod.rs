@@ -1,6 +1,6 @@
 //! Pure logic: what a source string names, the contract a source must meet and the SQL of the
 //! serving tables, the mart arithmetic of a refresh, when a lake refresh may merge a delta itself, the duplicate check, the dashboard's
-//! question and its SQL, the Fluss tier DDL, quoting, locations and the sandbox decision, and
+//! question and its SQL, the Fluss tier DDL, how long a writer waits for another, quoting, locations and the sandbox decision, and
 //! the one error type. Nothing here holds a DuckDB connection or calls paimon; everything is
 //! unit-tested in place. Modules here use only each other (and `error` uses none of them).
 
@@ -18,6 +18,7 @@ pub mod schema;
 pub mod source;
 pub mod stream;
 pub mod tier;
+pub mod wait;
 
 /// DuckDB's standard vector size: a data chunk never holds more rows, so batches handed to
 /// DuckDB are cut to it.
