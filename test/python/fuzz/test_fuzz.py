@@ -50,6 +50,10 @@ from support.fuzz_cases import Generator, sandbox_cases
 from support.fuzz_env import Env, build_env
 from support.fuzz_runner import BAD_MESSAGE_MARKERS, format_findings, run_all, short_msg, summarize
 
+# Runs its cases in worker processes of its own, each against a time budget: make test runs it in
+# its serial pass, alone (conftest.py).
+pytestmark = pytest.mark.serial
+
 # The cases, their environment, the worker processes and the judging live in support/fuzz_*.py;
 # this file holds the tests and the knobs that are theirs.
 SEED = int(os.environ.get("FUZZ_SEED", "1"))
