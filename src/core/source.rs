@@ -47,12 +47,12 @@ impl Origin {
             // A path with no file extension: say what is there (where the sandbox lets us look).
             Error::BadSource { source, .. } if looks_like_path(s) && format_of(s).is_none() && sandbox.permits(s) => {
                 let p = std::path::Path::new(local_path(s));
-                let what = if p.is_dir() {
-                    "it is a directory but not a Paimon table (it has no schema/ subdirectory)"
-                } else if p.exists() {
-                    "it is a file without a known extension"
-                } else {
-                    "no such file or directory"
+                let what = match std::fs::read_dir(p) {
+                    // A directory we may not list may well hold a Paimon table: never say it has none.
+                    Err(e) if p.is_dir() => format!("it is a directory that cannot be read ({e})"),
+                    Ok(_) => "it is a directory but not a Paimon table (it has no schema/ subdirectory)".into(),
+                    Err(_) if p.exists() => "it is a file without a known extension".into(),
+                    Err(_) => "no such file or directory".into(),
                 };
                 Error::BadSource {
                     source,

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use duckdb::Connection;
 
-use crate::core::error::{Error, Result};
+use crate::core::error::{shown, Error, Result};
 use crate::core::location::same_table;
 use crate::core::schema::META;
 use crate::core::source::Origin;
@@ -106,7 +106,7 @@ pub fn check_source(conn: &Connection, source: &str, access: &Access) -> Result<
         Ok(Origin::Lake(path)) => path,
         // The sandbox's refusal stands as it is; anything else is simply not a lake source.
         Err(denied @ Error::Denied { .. }) => return Err(denied),
-        _ => return Err(refuse(format!("'{source}' is not a Paimon table (use paimon:<table directory>)"))),
+        _ => return Err(refuse(format!("'{}' is not a Paimon table (use paimon:<table directory>)", shown(source)))),
     };
     LakeTable::open("serving_follow", &path, access)?;
     let (built, _) = built_from(conn)?;
@@ -114,8 +114,10 @@ pub fn check_source(conn: &Connection, source: &str, access: &Access) -> Result<
     let same = built_path.as_deref().is_some_and(|b| same_table(b, &path));
     if !same {
         return Err(refuse(format!(
-            "the serving layer was built from '{}', not from '{source}'; run serving_build('{source}') first",
-            built.unwrap_or_default()
+            "the serving layer was built from '{}', not from '{}'; run serving_build('{}') first",
+            shown(&built.unwrap_or_default()),
+            shown(source),
+            shown(source)
         )));
     }
     Ok(path)

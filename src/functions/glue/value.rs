@@ -53,11 +53,14 @@ pub fn text_arg(v: &Value, function: &'static str, parameter: &'static str) -> R
     };
     let expected = format!("'{}'", text.replace('\'', "''"));
     if sql.len() < expected.len() || (sql != expected && !sql.starts_with(&expected)) {
+        // DuckDB hands over only the text before the NUL: shown as such (`\0…`), never as if whole.
         return Err(Error::BadArgument {
             function,
             parameter,
-            value: text,
-            problem: "it contains a NUL character, which DuckDB cannot pass to an extension intact".into(),
+            value: format!("{text}\\0…"),
+            problem: "it contains a NUL character, which DuckDB cannot pass to an extension intact (only the text \
+                      before it, shown up to \\0, reaches streamhouse)"
+                .into(),
         });
     }
     Ok(text)
