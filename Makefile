@@ -137,12 +137,13 @@ PYTEST14 := $(PYTEST_SUBSET) test/python/lake/test_sandbox.py test/python/fuzz/t
 # The whole suite on DuckDB 2.0.1 in two passes (test/python/conftest.py): the independent tests
 # on two pytest-xdist workers, a test file per worker at a time and the JVM tests on one worker in
 # turn; then the tests marked serial alone (the reopen races with every core busy, the fuzz).
-# The 1.4 subset's fuzz is the same corpus with fewer random cases (the 2.0.1 run draws 300).
+# The 1.4 subset's fuzz is a third of the corpus (a seeded sample; the sandbox lane whole) and 50
+# random cases (the 2.0.1 run: the whole corpus and 300).
 pytest: release release-1.4 venv node-deps wheel jvm
 	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not serial" test/python
 	$(PY) -m pytest -q -m serial test/python
 	$(VENV15)/bin/python -m pytest -q $(PYTEST_SUBSET)
-	STREAMHOUSE_EXTENSION=$(CURDIR)/$(EXT14) FUZZ_CASES=50 $(VENV14)/bin/python -m pytest -q $(PYTEST14)
+	STREAMHOUSE_EXTENSION=$(CURDIR)/$(EXT14) FUZZ_CASES=50 FUZZ_CORPUS_FRACTION=0.33 $(VENV14)/bin/python -m pytest -q $(PYTEST14)
 
 # The long reopen soak (test/python/host/test_reopen_strict.py): each scenario ten times as often
 # as `make test` runs it (~3-4 minutes with both cores kept busy).
