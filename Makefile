@@ -24,7 +24,7 @@ PY := $(VENV)/bin/python
 # Node lifecycle tests: @duckdb/node-api at the exact version in test/node/package-lock.json.
 NODE_STAMP := test/node/node_modules/.installed
 
-.PHONY: all release release-1.4 debug venv node-deps test unit sqllogictest pytest demo demo-fluss bench bench-strict clean fuzz wheel lint jvm fluss-up fluss-down
+.PHONY: all release release-1.4 debug venv node-deps test unit sqllogictest pytest soak demo demo-fluss bench bench-strict clean fuzz wheel lint jvm fluss-up fluss-down
 all: release
 
 release:
@@ -134,10 +134,21 @@ PYTEST_SUBSET := test/python/serving/test_serving.py test/python/lake/test_lake.
 # duckdb-rs 1.4's callback glue: its subset adds the sandbox tests and the hostile-argument fuzz.
 PYTEST14 := $(PYTEST_SUBSET) test/python/lake/test_sandbox.py test/python/fuzz/test_fuzz.py
 
+# The whole suite on DuckDB 2.0.1 in two passes (test/python/conftest.py): the independent tests
+# on two pytest-xdist workers, a test file per worker at a time and the JVM tests on one worker in
+# turn; then the tests marked serial alone (the reopen races with every core busy, the fuzz).
+# The 1.4 subset's fuzz is a third of the corpus (a seeded sample; the sandbox lane whole) and 50
+# random cases (the 2.0.1 run: the whole corpus and 300).
 pytest: release release-1.4 venv node-deps wheel jvm
-	$(PY) -m pytest -q test/python
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not serial" test/python
+	$(PY) -m pytest -q -m serial test/python
 	$(VENV15)/bin/python -m pytest -q $(PYTEST_SUBSET)
-	STREAMHOUSE_EXTENSION=$(CURDIR)/$(EXT14) $(VENV14)/bin/python -m pytest -q $(PYTEST14)
+	STREAMHOUSE_EXTENSION=$(CURDIR)/$(EXT14) FUZZ_CASES=50 FUZZ_CORPUS_FRACTION=0.33 $(VENV14)/bin/python -m pytest -q $(PYTEST14)
+
+# The long reopen soak (test/python/host/test_reopen_strict.py): each scenario ten times as often
+# as `make test` runs it (~3-4 minutes with both cores kept busy).
+soak: release venv node-deps
+	STREAMHOUSE_SOAK=1 $(PY) -m pytest -q test/python/host/test_reopen_strict.py
 
 test: unit sqllogictest pytest
 

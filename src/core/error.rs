@@ -67,6 +67,25 @@ fn shown_long(value: &str) -> String {
     shown_up_to(value, 1000)
 }
 
+/// What `Error::Busy` says: a writer gave up waiting for the running one. A load that failed
+/// with it read a source that itself calls a writer (`Error::is_busy_message`).
+const BUSY: &str = "another build/refresh is running on this database";
+
+/// Whether DuckDB's message of a failed statement is a writer of ours giving up waiting
+/// (`Error::Busy`): reading the same source again would wait as long again.
+pub fn is_busy_message(message: &str) -> bool {
+    message.contains(BUSY)
+}
+
+/// A wait as a message says it: whole seconds as "120 s", less as "0.25 s", an hour as "1 hour".
+pub fn shown_wait(wait: std::time::Duration) -> String {
+    if wait == std::time::Duration::from_secs(3600) {
+        return "1 hour".into();
+    }
+    let text = format!("{:.3}", wait.as_secs_f64());
+    format!("{} s", text.trim_end_matches('0').trim_end_matches('.'))
+}
+
 fn shown_up_to(value: &str, keep: usize) -> String {
     match value.char_indices().nth(keep) {
         None => value.to_string(),
@@ -137,12 +156,9 @@ impl fmt::Display for Error {
                 "streamhouse: the extension's connection to this database was released because every \
                  other connection closed; reopen the database and LOAD streamhouse again"
             ),
-            Error::Busy { function, waited } => write!(
-                f,
-                "{function}: another build/refresh is running on this database (waited {} s for it); try again \
-                 when it has finished",
-                waited.as_secs()
-            ),
+            Error::Busy { function, waited } => {
+                write!(f, "{function}: {BUSY} (waited {} for it); try again when it has finished", shown_wait(*waited))
+            }
             Error::LoadFailed { source, message, .. } => {
                 let source_ = shown(source);
                 write!(f, "serving: loading source '{source_}' failed: {}", shown_long(message))

@@ -1,8 +1,8 @@
 //! Pure logic: what a source string names, the contract a source must meet and the SQL of the
 //! serving tables, the mart arithmetic of a refresh, when a lake refresh may merge a delta itself, the duplicate check, the dashboard's
-//! question and its SQL, the Fluss tier DDL, quoting and locations, and
-//! the one error type. Nothing here holds a DuckDB connection, calls paimon or looks at the file
-//! system (what a source string names asks a `source::Look` for that); everything is
+//! question and its SQL, the Fluss tier DDL, how long a writer waits for another, quoting and
+//! locations, and the one error type. Nothing here holds a DuckDB connection, calls paimon or
+//! looks at the file system (what a source string names asks a `source::Look` for that); everything is
 //! unit-tested in place. Modules here use only each other (and `error` uses none of them).
 
 pub mod dashboard;
@@ -18,6 +18,7 @@ pub mod schema;
 pub mod source;
 pub mod stream;
 pub mod tier;
+pub mod wait;
 
 /// DuckDB's standard vector size: a data chunk never holds more rows, so batches handed to
 /// DuckDB are cut to it.

@@ -23,12 +23,14 @@ pub enum Origin {
 }
 
 /// What is at a local path, as far as telling a source apart needs to know.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathKind {
     /// A directory holding `schema/`: a Paimon table.
     PaimonTable,
     /// Any other directory.
     Directory,
+    /// A directory that cannot be listed (why): it may hold a table we cannot see.
+    Unreadable(String),
     /// Anything else that exists.
     File,
     Missing,
@@ -80,10 +82,12 @@ impl Origin {
             Error::BadSource { source, .. } if permitted && looks_like_path(s) && format_of(s).is_none() => {
                 let what = match look.kind(local_path(s)) {
                     PathKind::Directory | PathKind::PaimonTable => {
-                        "it is a directory but not a Paimon table (it has no schema/ subdirectory)"
+                        "it is a directory but not a Paimon table (it has no schema/ subdirectory)".into()
                     }
-                    PathKind::File => "it is a file without a known extension",
-                    PathKind::Missing => "no such file or directory",
+                    // A directory we may not list may well hold a Paimon table: never say it has none.
+                    PathKind::Unreadable(e) => format!("it is a directory that cannot be read ({e})"),
+                    PathKind::File => "it is a file without a known extension".into(),
+                    PathKind::Missing => "no such file or directory".into(),
                 };
                 Error::BadSource {
                     source,
@@ -283,7 +287,7 @@ mod tests {
         }
         fn kind(&self, local: &str) -> PathKind {
             assert!(self.permits(local), "asked what a forbidden path is: {local}");
-            self.paths.iter().find(|(p, _)| *p == local).map_or(PathKind::Missing, |(_, k)| *k)
+            self.paths.iter().find(|(p, _)| *p == local).map_or(PathKind::Missing, |(_, k)| k.clone())
         }
     }
 
@@ -318,6 +322,7 @@ mod tests {
                 ("/wh/t", PathKind::PaimonTable),
                 ("/wh/plain", PathKind::Directory),
                 ("/wh/notes", PathKind::File),
+                ("/wh/locked", PathKind::Unreadable("Permission denied".into())),
             ],
             forbidden: vec!["/secret"],
         };
@@ -330,6 +335,7 @@ mod tests {
         assert!(reason("/wh/plain").starts_with("it is a directory but not a Paimon table"));
         assert!(reason("/wh/notes").starts_with("it is a file without a known extension"));
         assert!(reason("/wh/missing").starts_with("no such file or directory"));
+        assert!(reason("/wh/locked").starts_with("it is a directory that cannot be read (Permission denied)"));
         // A forbidden path is refused by the sandbox, never looked at (World::kind asserts it).
         assert!(matches!(Origin::of("/secret/t", &world), Err(Error::Denied { .. })));
         // A forbidden file source is left to DuckDB's own check.

@@ -42,7 +42,12 @@ impl VTab for FlussScan {
             let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME)? };
             let site = Site::new(NAME, address, &access.sandbox)?;
             let schema = table::schema(&site)?;
-            lake_batches::declare(bind, NAME, &schema)?;
+            lake_batches::declare(
+                bind,
+                NAME,
+                &format!("Fluss table '{}'", crate::core::error::shown(&crate::core::stream::redacted(&raw))),
+                &schema,
+            )?;
             let lake = bind.get_named_parameter("lake").filter(|v| !v.is_null()).map(|v| v.to_string());
             Ok(Bind { site, lake, access, threads: super::glue::settings::threads(bind), schema })
         })

@@ -43,7 +43,7 @@ impl VTab for PaimonChangelog {
             let table = LakeTable::open(NAME, &path, &access)?;
             table.check_readable()?;
             let schema = output_schema(&*table.schema()?);
-            lake_batches::declare(bind, NAME, &schema)?;
+            lake_batches::declare(bind, NAME, &lake_batches::paimon_table(&path), &schema)?;
             Ok(Bind { table, from: lake_batches::snapshot_param(bind, NAME, "from_snapshot")?, schema })
         })
     }

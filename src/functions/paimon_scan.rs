@@ -69,7 +69,7 @@ impl VTab for PaimonScan {
                 table = table.at(id)?;
             }
             let schema = table.schema()?;
-            lake_batches::declare(bind, NAME, &schema)?;
+            lake_batches::declare(bind, NAME, &lake_batches::paimon_table(&path), &schema)?;
             let paimon_only = lake_batches::reader_param(bind, NAME)?;
             Ok(Bind { table, schema, threads: super::glue::settings::threads(bind), paimon_only })
         })

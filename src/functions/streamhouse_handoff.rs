@@ -56,7 +56,7 @@ impl VTab for Handoff {
                     let Contents::Lake { schema, .. } = &*contents else {
                         return Err(refused(format!("parcel {id} has no part 'lake'")));
                     };
-                    lake_batches::declare(bind, handoff::FUNCTION, schema)?;
+                    lake_batches::declare(bind, handoff::FUNCTION, "the Paimon table read", schema)?;
                     return Ok(Bound { id, part, threads });
                 }
                 Part::Keys => vec![("order_id", ty(LogicalTypeId::Bigint))],

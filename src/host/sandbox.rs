@@ -163,7 +163,10 @@ impl Look for Sandbox {
         let p = Path::new(local);
         match std::fs::metadata(p) {
             Ok(m) if m.is_dir() && p.join("schema").is_dir() => PathKind::PaimonTable,
-            Ok(m) if m.is_dir() => PathKind::Directory,
+            Ok(m) if m.is_dir() => match std::fs::read_dir(p) {
+                Ok(_) => PathKind::Directory,
+                Err(e) => PathKind::Unreadable(e.to_string()),
+            },
             Ok(_) => PathKind::File,
             Err(_) => PathKind::Missing,
         }

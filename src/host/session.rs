@@ -49,11 +49,6 @@ use crate::core::quote;
 /// negligible (a connection is a small client context).
 const READERS: usize = 8;
 
-/// A second writer waits for the running one; past this bound it gives up with a clear error
-/// (a nested call, e.g. a source view that itself calls serving_build, would otherwise wait
-/// forever for the connection its own caller holds).
-pub const WRITER_WAIT: Duration = Duration::from_secs(120);
-
 /// How long `try_read` looks for a free reader connection before its caller does without.
 const TRY_READ_WAIT: Duration = Duration::from_millis(250);
 
@@ -337,9 +332,12 @@ impl Session {
         lock(&self.readers[start % n])
     }
 
-    /// The writer connection, waiting up to `WRITER_WAIT` for a running writer to finish.
-    fn writer(&self, what: &str) -> Result<MutexGuard<'_, Option<Held>>> {
-        let deadline = Instant::now() + WRITER_WAIT;
+    /// The writer connection, waiting up to `wait` for a running writer to finish (a second
+    /// writer waits for the running one; past its bound it gives up with a clear error: a nested
+    /// call, e.g. a source view that itself calls serving_build, would otherwise wait forever for
+    /// the connection its own caller holds; see `core::wait`).
+    fn writer(&self, what: &str, wait: Duration) -> Result<MutexGuard<'_, Option<Held>>> {
+        let deadline = Instant::now() + wait;
         let mut pause = Duration::from_micros(200);
         loop {
             let taken = match self.writer.try_lock() {
@@ -350,7 +348,7 @@ impl Session {
             match taken {
                 Some(g) if g.is_some() || !self.leased.load(Ordering::SeqCst) => return Ok(g),
                 _ if Instant::now() >= deadline => {
-                    return Err(Error::Busy { function: what.to_string(), waited: WRITER_WAIT })
+                    return Err(Error::Busy { function: what.to_string(), waited: wait })
                 }
                 _ => {
                     thread::sleep(pause);
@@ -437,15 +435,16 @@ impl Session {
     /// Runs a writer's work `f` on the writer connection, in a `Transaction` it may leave open:
     /// then the connection is lent out with it as a `Lease`, which commits when the caller's
     /// statement pulls the result (`Lease::commit`) and rolls back if it never does (an
-    /// interrupted statement drops it unread).
+    /// interrupted statement drops it unread). A running writer is waited for up to `wait`.
     pub fn write<R>(
         self: &Arc<Self>,
         what: &str,
         search_path: &str,
+        wait: Duration,
         f: impl FnOnce(&Connection, &mut Transaction) -> Result<R>,
     ) -> Result<(R, Option<Lease>)> {
         self.touch();
-        let mut guard = self.writer(what)?;
+        let mut guard = self.writer(what, wait)?;
         let conn = self.prepare(&mut guard, search_path)?;
         let mut tx = Transaction::new();
         let value = match f(conn, &mut tx) {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use duckdb::Connection;
 
-use crate::core::error::{Error, Result};
+use crate::core::error::{shown, Error, Result};
 use crate::core::location::same_table;
 use crate::core::schema::META;
 use crate::core::source::Origin;
@@ -103,7 +103,7 @@ fn built_from(conn: &Connection) -> Result<(Option<String>, Option<i64>)> {
 pub fn not_a_lake_table(source: &str) -> Error {
     Error::Refused {
         function: "serving_follow",
-        problem: format!("'{source}' is not a Paimon table (use paimon:<table directory>)"),
+        problem: format!("'{}' is not a Paimon table (use paimon:<table directory>)", shown(source)),
     }
 }
 
@@ -118,8 +118,10 @@ pub fn check_source(conn: &Connection, source: &str, path: &str, access: &Access
     let same = built_path.as_deref().is_some_and(|b| same_table(b, &path));
     if !same {
         return Err(refuse(format!(
-            "the serving layer was built from '{}', not from '{source}'; run serving_build('{source}') first",
-            built.unwrap_or_default()
+            "the serving layer was built from '{}', not from '{}'; run serving_build('{}') first",
+            shown(&built.unwrap_or_default()),
+            shown(source),
+            shown(source)
         )));
     }
     Ok(path)

@@ -171,8 +171,13 @@ pub fn load_checked(conn: &Connection, src: &ResolvedSource, sql: &str) -> Resul
 }
 
 /// Turns a `LoadFailed` into a message naming the offending row and value. Run after ROLLBACK.
+/// Not when the source itself called a writer that gave up waiting for ours (a view over
+/// serving_refresh, say): each probe would read it and wait that long again.
 pub fn explain_load_failure(conn: &Connection, err: Error) -> Error {
-    if let Error::LoadFailed { source, probes, .. } = &err {
+    if let Error::LoadFailed { source, probes, message } = &err {
+        if crate::core::error::is_busy_message(message) {
+            return err;
+        }
         for (sql, probe) in probes {
             if let Some((first, second)) = first_row_strings(conn, sql) {
                 return Error::BadRow { source: source.clone(), problem: probe.message(&first, &second) };

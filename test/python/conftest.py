@@ -113,11 +113,20 @@ def connect(database: str = ":memory:", ext: str | None = None) -> duckdb.DuckDB
     return con
 
 
+# `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`), then the tests
+# marked `serial` alone (-m serial: they keep every core busy or time each case, so a neighbour
+# would slow them or be slowed). A worker takes whole groups: each test file is a group of its own
+# (its module fixtures are made once), unless it names one: `xdist_group("jvm")` puts the files that
+# start JVMs (a Fluss cluster, Flink, Java Paimon) on one worker, one after another, so the
+# session's Fluss cluster (support/fluss_util.py) is started once and no two JVM stacks compete.
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items):
-    # A hang (deadlocked watchdog, lock wait) must fail the test, not stall the suite.
     for item in items:
+        # A hang (deadlocked watchdog, lock wait) must fail the test, not stall the suite.
         if item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(120))
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 @pytest.fixture(scope="session")

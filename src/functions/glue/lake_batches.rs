@@ -133,30 +133,38 @@ pub fn options_param(bind: &BindInfo, function: &'static str) -> Result<LakeOpti
     Ok(options)
 }
 
-/// Declares one DuckDB column per Arrow field.
-pub fn declare(bind: &BindInfo, function: &'static str, schema: &duckdb::arrow::datatypes::Schema) -> Result<()> {
+/// Declares one DuckDB column per Arrow field of `table` (how a refusal names it: "Paimon table
+/// '<path>'").
+pub fn declare(
+    bind: &BindInfo,
+    function: &'static str,
+    table: &str,
+    schema: &duckdb::arrow::datatypes::Schema,
+) -> Result<()> {
+    let refuse = |problem: String| Error::Refused { function, problem: format!("{table}: {problem}") };
     if schema.fields().is_empty() {
-        return Err(Error::Refused { function, problem: "the Paimon table's schema has no columns".into() });
+        return Err(refuse("its schema has no columns".into()));
     }
     for field in schema.fields() {
         if let DataType::Decimal128(width, _) | DataType::Decimal256(width, _) = field.data_type() {
             if *width > 38 {
-                return Err(Error::Refused {
-                    function,
-                    problem: format!(
-                        "column '{}' is DECIMAL({width}, ...): DuckDB's DECIMAL holds at most 38 digits",
-                        field.name()
-                    ),
-                });
+                return Err(refuse(format!(
+                    "column '{}' is DECIMAL({width}, ...): DuckDB's DECIMAL holds at most 38 digits",
+                    field.name()
+                )));
             }
         }
-        let ty = to_duckdb_logical_type(field.data_type()).map_err(|e| Error::Refused {
-            function,
-            problem: format!("column '{}' has a type DuckDB cannot hold ({}): {e}", field.name(), field.data_type()),
+        let ty = to_duckdb_logical_type(field.data_type()).map_err(|e| {
+            refuse(format!("column '{}' has a type DuckDB cannot hold ({}): {e}", field.name(), field.data_type()))
         })?;
         bind.add_result_column(field.name(), ty);
     }
     Ok(())
+}
+
+/// How a refusal of a lake function names the table at `path`.
+pub fn paimon_table(path: &str) -> String {
+    format!("Paimon table '{}'", crate::core::error::shown(path))
 }
 
 /// One stream of batches, read by one thread at a time.

@@ -97,6 +97,8 @@ pub struct Call {
     pub dashboard: DashboardQuery,
     /// For the functions that read a source: `columns := MAP {...}`, checked (`core::mapping`).
     pub columns: Option<crate::core::mapping::ColumnMap>,
+    /// For writers: how long to wait for a running writer (`wait := INTERVAL`, `core::wait`).
+    pub wait: std::time::Duration,
 }
 
 /// Reads the single VARCHAR parameter `name` of `function` (refusing NULL) and the caller's
@@ -123,6 +125,7 @@ pub fn bind_call(bind: &BindInfo, function: &'static str, name: Option<&'static 
         named: Vec::new(),
         dashboard: DashboardQuery::default(),
         columns: None,
+        wait: crate::core::wait::WRITER_WAIT,
     })
 }
 
@@ -159,7 +162,7 @@ pub fn run_writer<R>(
     let call = bind_data::<Call>(init);
     let db = database(init);
     db.session
-        .write(name, &call.search_path, |conn, tx| f(&Ctx { conn, call, db: &db }, tx))
+        .write(name, &call.search_path, call.wait, |conn, tx| f(&Ctx { conn, call, db: &db }, tx))
         .map_err(|e| e.in_function(name))
 }
 

@@ -65,6 +65,19 @@ pub trait CompanyFunction {
 /// The named parameter of a `LAKE_FACT` function.
 const FACT: &str = "fact";
 
+/// Every writer's named parameter: how long it waits for a running writer (`core::wait`).
+const WAIT: &str = "wait";
+
+/// `wait := INTERVAL`, checked, if given (NULL is refused: leaving it out asks for the default).
+fn wait_param(bind: &BindInfo, function: &'static str) -> Result<Option<std::time::Duration>> {
+    let Some(v) = bind.get_named_parameter(WAIT) else { return Ok(None) };
+    if v.is_null() {
+        return Err(Error::NullArgument { function, parameter: WAIT });
+    }
+    let (months, days, micros) = super::value::interval_arg(&v);
+    crate::core::wait::writer_wait(function, months, days, micros, &v.to_string()).map(Some)
+}
+
 pub struct Table<F>(PhantomData<F>);
 pub struct PerCompany<F>(PhantomData<F>);
 
@@ -92,6 +105,11 @@ impl<F: RowsFunction> VTab for Table<F> {
             }
             if F::DASHBOARD {
                 call.dashboard = dashboard_args::bind(bind, F::NAME)?;
+            }
+            if F::ROLE == Role::Writer {
+                if let Some(wait) = wait_param(bind, F::NAME)? {
+                    call.wait = wait;
+                }
             }
             Ok(call)
         })
@@ -133,6 +151,9 @@ impl<F: RowsFunction> VTab for Table<F> {
         }
         if F::DASHBOARD {
             named.extend(dashboard_args::declare());
+        }
+        if F::ROLE == Role::Writer {
+            named.push((WAIT.to_string(), rows::type_handle(&LogicalTypeId::Interval)));
         }
         Some(named)
     }

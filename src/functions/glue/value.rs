@@ -27,6 +27,13 @@ pub fn date_arg(v: &Value) -> i32 {
     unsafe { duckdb::ffi::duckdb_get_date(raw_value(v)).days }
 }
 
+/// A non-NULL INTERVAL argument as DuckDB keeps it: (months, days, microseconds).
+pub fn interval_arg(v: &Value) -> (i32, i32, i64) {
+    // SAFETY: as in `int_arg`.
+    let i = unsafe { duckdb::ffi::duckdb_get_interval(raw_value(v)) };
+    (i.months, i.days, i.micros)
+}
+
 /// The text of a VARCHAR argument. DuckDB's C API hands strings over NUL-terminated, so a NUL
 /// inside one would silently cut it (a company 'a\0b' answered as 'a', a path with junk after a
 /// NUL read as the path before it): such an argument is refused instead. The value's SQL form
@@ -46,11 +53,14 @@ pub fn text_arg(v: &Value, function: &'static str, parameter: &'static str) -> R
     };
     let expected = format!("'{}'", text.replace('\'', "''"));
     if sql.len() < expected.len() || (sql != expected && !sql.starts_with(&expected)) {
+        // DuckDB hands over only the text before the NUL: shown as such (`\0…`), never as if whole.
         return Err(Error::BadArgument {
             function,
             parameter,
-            value: text,
-            problem: "it contains a NUL character, which DuckDB cannot pass to an extension intact".into(),
+            value: format!("{text}\\0…"),
+            problem: "it contains a NUL character, which DuckDB cannot pass to an extension intact (only the text \
+                      before it, shown up to \\0, reaches streamhouse)"
+                .into(),
         });
     }
     Ok(text)

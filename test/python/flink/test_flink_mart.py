@@ -30,7 +30,7 @@ from conftest import connect
 from support.flink_sql import FlinkSql, latest_snapshot, sql_string
 from support.live_util import wait_for
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("jvm")]  # JVM tests: one worker (conftest.py)
 
 COMPANIES = ["acme", "O'Reilly", "東京商事", "x' OR '1'='1", "globex", "a%b"]
 BASE_DAY = datetime.date(2026, 11, 1)

@@ -18,7 +18,7 @@ import pytest
 from conftest import connect
 from support.flink_sql import FlinkSql, latest_snapshot
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("jvm")]  # JVM tests: one worker (conftest.py)
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 

@@ -26,7 +26,7 @@ from support.fluss_client import run, tiering_progress, wait_tiered
 from support.fluss_util import COMPANIES, cluster, listening_sockets, order_stream, replay
 
 # The cluster's start (~15-30 s on 2 busy cores) counts against the first test that uses it.
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("jvm")]  # JVM tests: one worker (conftest.py)
 
 DATABASE, TABLE, BUCKETS = "shop", "fct_orders", 4
 PATH = fluss.TablePath(DATABASE, TABLE)

@@ -30,7 +30,7 @@ from support.fluss_client import run, wait_tiered
 from support.fluss_util import COMPANIES, cluster, order_stream, replay
 from support.live_util import status_dict, wait_for
 
-pytestmark = pytest.mark.timeout(420)
+pytestmark = [pytest.mark.timeout(420), pytest.mark.xdist_group("jvm")]  # JVM tests: one worker (conftest.py)
 
 DATABASE = "shop"
 SCHEMA = pa.schema(

@@ -26,6 +26,8 @@ import pytest
 from conftest import connect
 from support.live_util import status_dict, wait_for
 
+pytestmark = pytest.mark.xdist_group("jvm")  # the session's Fluss cluster: one worker (conftest.py)
+
 COMPANIES = ["acme", "O'Reilly", "Café Zürich", "globex", "東京商事"]
 ORDERS = pa.schema(
     [

@@ -44,6 +44,8 @@ import pytest
 from conftest import connect
 from support.java_paimon import JavaPaimon
 
+pytestmark = pytest.mark.xdist_group("jvm")  # JVM tests: one worker (conftest.py)
+
 SEEDS = list(range(28))
 ENGINES = ["deduplicate", "partial-update", "aggregation", "first-row"]
 COMPANIES = ["acme", "O'Reilly", "東京商事", "Café Zürich", "zeta"]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from conftest import connect
-from support.lake_util import ORDERS, Warehouse, oracle_first_row
+from support.lake_util import ORDERS, Warehouse, move_data_files, oracle_first_row
 from support.live_util import assert_serves, create_orders, lake_source, merged_after, random_lake_commits
 
 
@@ -78,17 +78,6 @@ def test_several_versions_of_one_order_in_one_commit_merge_in_order(tmp_path):
     got = cons["pu"].execute("SELECT company, revenue FROM fct_orders WHERE order_id = ?", [a["order_id"]]).fetchone()
     assert got == ("acme", 9)
     assert cons["dd"].execute("SELECT count(*) FROM fct_orders WHERE order_id = ?", [b["order_id"]]).fetchone() == (0,)
-
-
-def move_data_files(table_dir: Path, to: Path) -> list[tuple[Path, Path]]:
-    moved = []
-    for f in sorted(table_dir.glob("bucket-*/*")):
-        target = to / f.relative_to(table_dir)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(f, target)
-        moved.append((f, target))
-    assert moved, table_dir
-    return moved
 
 
 @pytest.mark.parametrize("engine", ["partial-update", "deduplicate"])

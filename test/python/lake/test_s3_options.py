@@ -1,10 +1,12 @@
 # ruff: noqa: F811 (test functions take the fixtures imported from test_s3 by name)
 """Object storage, the documented forms test_s3.py does not drive (issue 39): storage options given
 to a build are remembered for later refreshes, the follower and serving_status of the same table;
-`FROM 'paimon:s3://...'`; the `s3a://` scheme; the region's own wording when none is set.
+`FROM 'paimon:s3://...'`; the `s3a://` scheme; the region's own wording when none is set; a session
+token (`AWS_SESSION_TOKEN` or `s3.session.token`) sent with every request and never shown.
 
 Oracles as in test_s3.py (whose server fixture this module shares): pypaimon's own read of the
-S3 table and conftest's pure-Python dashboard oracle, never the extension."""
+S3 table and conftest's pure-Python dashboard oracle, never the extension; for the session token
+(moto does not check tokens) the request headers a stand-in endpoint on 127.0.0.1 received."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import random
 import duckdb
 import pytest
 from conftest import connect, gen_rows, sql_literal
+from support.http_stub import HttpStub
 from test_s3 import (  # noqa: F401 (s3, accounts: the fixtures, used by name)
     ORDER_COLS,
     WRONG_SECRET,
@@ -21,6 +24,7 @@ from test_s3 import (  # noqa: F401 (s3, accounts: the fixtures, used by name)
     assert_no_secret,
     build_s3,
     canon,
+    map_param,
     merged_orders,
     orders_table,
     q,
@@ -113,3 +117,38 @@ def test_an_s3a_path_is_named_as_given_in_errors(s3, function):
     with pytest.raises(duckdb.Error) as e:
         q(connect(), f"SELECT * FROM {function}({{args}})", path, s3.options())
     assert path in str(e.value) and "no paimon table there" in str(e.value).lower(), str(e.value)
+
+
+SESSION_TOKEN = "FwoGZXIvYXdzEXAMPLE-session-token-3b9e-do-not-leak"
+
+
+@pytest.mark.parametrize("given", ["env", "options", "none"])
+def test_the_session_token_is_sent_with_every_request_and_never_shown(s3, given, ext_path):
+    """Temporary credentials: the session token, from AWS_SESSION_TOKEN (a fresh process) or
+    options := MAP {'s3.session.token': ...}, goes to the endpoint in every request's
+    x-amz-security-token header (the endpoint, a stand-in on 127.0.0.1, records the headers and
+    answers HTTP 500); no token given, no such header. The error names the path and never the token."""
+    path = s3.path("accounts")
+    with HttpStub("500") as stub:
+        endpoint = f"http://127.0.0.1:{stub.port}"
+        calls = [
+            ("SELECT count(*) FROM paimon_scan($1, options := $2::MAP(VARCHAR, VARCHAR))", path),
+            ("SELECT * FROM serving_build($1, options := $2::MAP(VARCHAR, VARCHAR))", "paimon:" + path),
+        ]
+        options = s3.options(**{"s3.endpoint": endpoint})
+        env = {}
+        if given == "options":
+            options["s3.session.token"] = SESSION_TOKEN
+        elif given == "env":
+            env = {"AWS_SESSION_TOKEN": SESSION_TOKEN}
+        results = run_child(ext_path, env, [(sql, [arg, map_param(options)]) for sql, arg in calls])
+    assert stub.headers, "the endpoint was never asked"
+    tokens = {h.get("x-amz-security-token") for h in stub.headers}
+    assert tokens == ({None} if given == "none" else {SESSION_TOKEN}), (given, tokens, stub.requests)
+    # Signed (so the token is part of what the signature covers, as AWS requires).
+    assert all(h.get("authorization", "").startswith("AWS4-HMAC-SHA256 ") for h in stub.headers), stub.headers
+    for (sql, _), (kind, said) in zip(calls, results, strict=True):
+        assert kind == "error", f"{sql}: {said}"
+        assert path in said, f"{sql}: the error does not name {path}: {said}"
+        assert SESSION_TOKEN not in said, f"{sql}: the error shows the session token: {said}"
+        assert_no_secret(said, s3, f"{sql}'s error")

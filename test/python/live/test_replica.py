@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import datetime
 import random
+import shutil
 import threading
 from collections import defaultdict
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from conftest import connect
 from support.dashboard_oracle import expected
-from support.lake_util import Warehouse
+from support.lake_util import Warehouse, move_data_files
 from support.live_util import COMPANIES, create_orders, lake_source, merged_after, random_lake_commits, wait_for
 
 MART = pa.schema(
@@ -198,6 +200,54 @@ def test_follow_replaces_the_mart_with_each_new_snapshot_atomically(lake):
     assert len(set(seen_states)) >= 2, f"the reader saw only state {set(seen_states)} in {len(seen_states)} reads"
     s = status(replica)
     assert (s["mode"], s["refreshes"], s["last_error"]) == ("mart", 4, None)
+
+
+def test_a_follower_more_than_64_snapshots_behind_reads_the_mart_table_whole(lake, tmp_path):
+    """A replica applies at most 64 snapshots from their changes (the lake refresh's rule): 64
+    behind, the follower applies them with every file the build read moved away; 65 behind, it
+    reads the mart table whole, so with those files gone it fails (last_error names the missing
+    file, the layer kept), and with them back it equals the oracle."""
+    wh, _fact, mart_table, _merged, mart = lake
+    state = {(r["company"], r["order_day"]): r for r in mart}
+    rng = random.Random(64)
+
+    def commit_one() -> None:  # one group's revenue and order count move
+        key = rng.choice(sorted(state))
+        state[key] = {**state[key], "revenue": Decimal(rng.randint(1, 10**6)), "orders": rng.randint(1, 9)}
+        mart_table.commit([state[key]])
+
+    def now() -> list[dict]:
+        return [state[k] for k in sorted(state)]
+
+    replica = connect()
+    source = lake_source(wh, "mart_daily")
+    replica.execute("SELECT * FROM serving_build(?)", [source]).fetchall()
+    moved = move_data_files(Path(wh.path("mart_daily")), tmp_path / "away")
+
+    def follow_until(pred, what: str) -> dict:
+        replica.execute("SELECT * FROM serving_follow(?, every := INTERVAL '50 ms')", [source]).fetchall()
+        try:
+            return wait_for(lambda: (lambda s: s if pred(s) else None)(status(replica)), 60, what)
+        finally:
+            replica.execute("SELECT * FROM serving_unfollow()").fetchall()
+
+    for _ in range(64):
+        commit_one()
+    st = follow_until(lambda s: s["lake_snapshot"] == 65 or s["last_error"], "64 snapshots applied")
+    assert (st["lake_snapshot"], st["last_error"]) == (65, None), st
+    assert_replica_serves(replica, now(), "64 snapshots behind, the build's files gone")
+    at_65 = now()
+    for _ in range(65):
+        commit_one()
+    st = follow_until(lambda s: s["last_error"], "the follower's error")
+    assert st["lake_snapshot"] == 65, st
+    assert "No such file" in st["last_error"] or "NotFound" in st["last_error"], st["last_error"]
+    assert_replica_serves(replica, at_65, "a failed apply 65 snapshots behind")
+    for original, kept in moved:
+        shutil.move(kept, original)
+    st = follow_until(lambda s: s["lake_snapshot"] == 130, "65 snapshots applied, the files back")
+    assert (st["lake_snapshot"], st["last_error"]) == (130, None), st
+    assert_replica_serves(replica, now(), "65 snapshots behind")
 
 
 @pytest.mark.parametrize(

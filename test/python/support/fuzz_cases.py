@@ -324,6 +324,10 @@ class Generator:
                 )
             )
             out.append(self.table_call("serving_follow", S("fz_base"), "param", ("every", n)))
+        # Every writer's wait := INTERVAL (how long it waits for a running writer).
+        for n in INTERVALS + NUMBERS[:6]:
+            out.append(self.table_call("serving_build", S("fz_base"), "param", ("wait", n)))
+            out.append(self.table_call("serving_refresh", S("fz_changes"), "param", ("wait", n)))
         lake_args = (
             [v for v in self.lake_values if not v.label.startswith("<c")] + CAST_VALUES + rng.sample(STRINGS_STATIC, 30)
         )

@@ -268,9 +268,10 @@ def message_findings(case: Case, msg: str) -> list[str]:
         and v.split("\x00")[0]
         and v.split("\x00")[0] in body
         and v.replace("\x00", "\\0") not in body
+        and v.split("\x00")[0] + "\\0" not in body  # shown up to the NUL, and the cut marked
         and v not in body
     ):
-        out.append(f"message shows the value cut at its NUL character: {msg[:300]}")
+        out.append(f"message shows the value cut at its NUL character, as if whole: {msg[:300]}")
     return out
 
 

@@ -2,7 +2,8 @@
 request with HTTP 500 (an error the extension passes on, quoting the request's URL), or holds
 every connection open without a word until released (a call that reads from it waits meanwhile).
 
-    with HttpStub(mode="500") as stub: ...   # stub.port, stub.requests (request lines seen)
+    with HttpStub(mode="500") as stub: ...   # stub.port, stub.requests (request lines seen),
+                                             # stub.headers (each request's headers, names in lower case)
     with HttpStub(mode="hold") as stub: ...  # stub.accepted; stub.release() answers 500 from then on
 """
 
@@ -24,6 +25,7 @@ class HttpStub:
         self.sock.settimeout(0.1)
         self.port = self.sock.getsockname()[1]
         self.requests: list[str] = []
+        self.headers: list[dict[str, str]] = []
         self.accepted = 0
         self.held: list[socket.socket] = []
         self.lock = threading.Lock()
@@ -59,8 +61,12 @@ class HttpStub:
                 if not chunk:
                     return
                 data += chunk
+            head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
             with self.lock:
-                self.requests.append(data.split(b"\r\n", 1)[0].decode("latin-1"))
+                self.requests.append(head[0])
+                self.headers.append(
+                    {name.strip().lower(): value.strip() for name, _, value in (h.partition(":") for h in head[1:])}
+                )
             conn.sendall(
                 b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\n"
                 + f"Content-Length: {len(BODY)}\r\nConnection: close\r\n\r\n".encode()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import random
+import shutil
 import sys
 from pathlib import Path
 
@@ -192,3 +193,16 @@ def plain_rows(n: int) -> list[dict]:
         }
         for i in range(n)
     ]
+
+
+def move_data_files(table_dir: Path, to: Path) -> list[tuple[Path, Path]]:
+    """Moves every data file of the table at `table_dir` under `to` (a read that needs one of them
+    then fails); the (original, moved) pairs, to move them back."""
+    moved = []
+    for f in sorted(table_dir.glob("bucket-*/*")):
+        target = to / f.relative_to(table_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(f, target)
+        moved.append((f, target))
+    assert moved, table_dir
+    return moved

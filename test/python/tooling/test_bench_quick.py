@@ -13,6 +13,9 @@ import sys
 import pytest
 from conftest import ROOT
 
+# bench_fluss.py starts a Fluss cluster of its own: with the other JVM tests (conftest.py).
+pytestmark = pytest.mark.xdist_group("jvm")
+
 BENCH = ROOT / "bench"
 SCRIPTS = ["bench.py", "bench_lake.py", "bench_live.py", "bench_scale.py", "bench_scaleout.py", "bench_fluss.py"]
 # bench_fluss.py starts and stops a local Fluss cluster (~15-30 s of the ~40-60 s it takes quick).
