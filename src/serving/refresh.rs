@@ -83,12 +83,12 @@ fn arrow_failed(e: ArrowError) -> Error {
 /// Reads the change set in fct_orders' shape plus `deleted` (false when absent or NULL).
 /// A failed checked cast is reported like a failed build load, naming the row after rollback.
 fn read_changes(conn: &Connection, src: &ResolvedSource) -> Result<Vec<RecordBatch>> {
-    let deleted = src
-        .columns
-        .deleted
-        .as_deref()
-        .map_or("false".to_string(), |d| format!("COALESCE(CAST(({d}) AS BOOLEAN), false)"));
-    let sql = format!("SELECT {}, {deleted} AS deleted FROM {}", src.columns.fact_select_list(), src.relation);
+    let sql = format!(
+        "SELECT {}, {} AS deleted FROM {}",
+        src.columns.fact_select_list(),
+        src.columns.deleted_sql(),
+        src.relation
+    );
     batches(conn, &sql, |e| Error::LoadFailed {
         source: src.raw.clone(),
         message: clean_duckdb_message(&e),
