@@ -348,6 +348,7 @@ pub fn refresh(
         "serving_refresh",
         "a replica is kept fresh by serving_follow on its mart table, or rebuilt by serving_build",
     )?;
+    refuse_stream_sources(raw)?;
     refuse_local_changes_on_lake(conn, raw, access)?;
     // The map given, else the one the layer was built with (a change set has the source's shape).
     // Before the first build there is none; the source's own problems are reported first.
@@ -382,8 +383,24 @@ pub fn recorded_map(conn: &Connection) -> Result<Option<ColumnMap>> {
     }
 }
 
-/// A layer built from a Paimon table moves with that table only: a local change set would make
-/// it diverge from the lake, and the next lake change to such an order could not be applied.
+/// A Fluss table is not a change set: its changelog is applied by a follower, from the position
+/// the layer records (which checks that the log still holds it).
+fn refuse_stream_sources(raw: &str) -> Result<()> {
+    if !crate::core::stream::is_fluss(raw) {
+        return Ok(());
+    }
+    let shown = crate::core::stream::redacted(raw);
+    Err(Error::Refused {
+        function: "serving_refresh",
+        problem: format!(
+            "'{shown}' is a Fluss table, which is followed, not refreshed: serving_follow('{shown}') applies its \
+             changelog from the position the layer records, serving_build('{shown}') reads it anew"
+        ),
+    })
+}
+
+/// A layer built from a Paimon (or Fluss) table moves with that table only: a local change set
+/// would make it diverge from it, and the next change to such an order could not be applied.
 fn refuse_local_changes_on_lake(conn: &Connection, raw: &str, access: &Access) -> Result<()> {
     use crate::core::source::Origin;
     if matches!(Origin::of(raw, &access.sandbox), Ok(Origin::Lake(_))) {
@@ -399,6 +416,16 @@ fn refuse_local_changes_on_lake(conn: &Connection, raw: &str, access: &Access) -
             };
         }
     };
+    if let Some(table) = source.as_deref().filter(|s| crate::core::stream::is_fluss(s)) {
+        return Err(Error::Refused {
+            function: "serving_refresh",
+            problem: format!(
+                "the serving layer is served from the Fluss table '{table}', so a local change set ('{raw}') would \
+                 make it diverge from that table; write the change to it and follow it (serving_follow('{table}')), \
+                 or serving_build('{raw}') to serve that source instead"
+            ),
+        });
+    }
     match source.as_deref().and_then(|s| Origin::lake_path(s, &access.sandbox)) {
         None => Ok(()),
         Some(lake) => Err(Error::Refused {
