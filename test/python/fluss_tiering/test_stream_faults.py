@@ -535,23 +535,21 @@ def lake_offsets(bootstrap: str, name: str) -> dict[int, int]:
     return run(lambda c: tiering_progress(c.get_admin(), fluss.TablePath(DATABASE, name), BUCKETS), bootstrap)[2]
 
 
-def test_a_union_read_after_a_crash_that_lost_tiered_records_serves_what_fluss_holds(revives, crash_cluster):
-    """Writes tiered into the lake at once (freshness 1 s), then the tablet server killed before it made
-    them durable: the restarted log ends below the offsets of Fluss's lake snapshot, whose Paimon table
-    holds records the log lost. The two copies disagree; streamhouse serves what Fluss holds (what its
-    lookups answer and a follower applies): a union read leaves the lake out and reads the changelog
-    alone — it still starts at offset 0 — and `stream_read` says why; fluss_scan reads the same. (Before:
-    the lake's rows were served, lost orders included.)"""
+@pytest.fixture(scope="module")
+def tiered_crash(crash_cluster) -> dict:
+    """A table tiered into the lake at once (freshness 1 s), its first orders made durable (QUIET), then
+    more orders tiered within seconds and the tablet server killed before it saved them: the restarted
+    log ends below the offsets of Fluss's lake snapshot, whose Paimon table holds records the log lost
+    (up to three kills, as the tiering service's pace on busy cores varies)."""
     bootstrap, name = crash_cluster["bootstrap"], "crash_tiered"
     create(bootstrap, name, lake=True)
-    ops = order_stream(79, 6000)
+    ops = order_stream(79, 7000)
     write(bootstrap, name, ops[:1500])
     path = fluss.TablePath(DATABASE, name)
     run(lambda c: wait_tiered(c.get_admin(), path, BUCKETS, crash_cluster["dir"]), bootstrap)
-    # Tiered within seconds, then killed at once: what is lost is in the lake (up to three tries, as the
-    # tiering service's pace on busy cores varies).
-    for attempt, chunk in enumerate((ops[1500:2500], ops[2500:3500], ops[3500:4500])):
-        write(bootstrap, name, chunk)
+    time.sleep(QUIET)
+    for attempt, written in enumerate((2500, 3500, 4500)):
+        write(bootstrap, name, ops[written - 1000 : written])
         before = end_offsets(bootstrap, name)
         deadline = time.monotonic() + 6
         while lake_offsets(bootstrap, name) != before and time.monotonic() < deadline:
@@ -564,6 +562,18 @@ def test_a_union_read_after_a_crash_that_lost_tiered_records_serves_what_fluss_h
             break
         assert attempt < 2, f"premise: a crash that loses tiered records ({before} tiered {tiered} -> {after})"
     state = held(bootstrap, name, after)
+    assert state and state != replay(ops[:written]), "premise: the crash kept the first orders and lost later ones"
+    return {"bootstrap": bootstrap, "name": name, "ops": ops, "written": written, "after": after, "tiered": tiered}
+
+
+def test_a_union_read_after_a_crash_that_lost_tiered_records_serves_what_fluss_holds(tiered_crash, crash_cluster):
+    """The lake snapshot is ahead of the log: the two copies disagree, and streamhouse serves what Fluss
+    holds (what its lookups answer and a follower applies): a union read leaves the lake out and reads the
+    changelog alone — it still starts at offset 0 — and `stream_read` says why; fluss_scan reads the
+    same. (Before: the lake's rows were served, lost orders included, later ones missing.)"""
+    bootstrap, name, after = tiered_crash["bootstrap"], tiered_crash["name"], tiered_crash["after"]
+    assert end_offsets(bootstrap, name) == after, "premise: nothing written since the crash"
+    state = held(bootstrap, name, after)
     source = f"fluss://{bootstrap}/{DATABASE}.{name}"
     con = connect()
     con.execute("SELECT * FROM serving_build(?, lake := ?)", [source, crash_cluster["warehouse"]])
@@ -575,6 +585,29 @@ def test_a_union_read_after_a_crash_that_lost_tiered_records_serves_what_fluss_h
         "SELECT * FROM fluss_scan(?, lake := ?) ORDER BY order_id", [source, crash_cluster["warehouse"]]
     )
     assert scanned.fetchall() == sorted(state.values())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=WrongAnswer,
+    reason="not detected (Fluss 0.9.1 with one replica): after a crash that lost records it had tiered, Fluss's "
+    "tiering service goes on from its lake snapshot's offsets once the log has passed them again, so the Paimon "
+    "table keeps the lost records and never gets the new ones that reused their offsets; the lake snapshot is then "
+    "no longer ahead of the log, and a union read, which trusts its offsets, serves the diverged lake. Telling it "
+    "would need each tiered snapshot's last records checked against the log (docs/serving-from-fluss.md)",
+)
+def test_a_union_read_once_the_log_has_passed_a_lake_that_kept_lost_records(tiered_crash, crash_cluster):
+    bootstrap, name, ops = tiered_crash["bootstrap"], tiered_crash["name"], tiered_crash["ops"]
+    write(bootstrap, name, ops[tiered_crash["written"] :])
+    ends = end_offsets(bootstrap, name)
+    assert all(ends[b] > tiered_crash["tiered"].get(b, 0) for b in ends), (tiered_crash["tiered"], ends)
+    run(lambda c: wait_tiered(c.get_admin(), fluss.TablePath(DATABASE, name), BUCKETS, crash_cluster["dir"]), bootstrap)
+    con = connect()
+    con.execute(
+        "SELECT * FROM serving_build(?, lake := ?)",
+        [f"fluss://{bootstrap}/{DATABASE}.{name}", crash_cluster["warehouse"]],
+    )
+    assert_serves(con, held(bootstrap, name, ends), "a union read once the log has passed the lake again")
 
 
 def test_status_names_the_position_while_the_cluster_is_down(crash_cluster):
