@@ -183,22 +183,29 @@ impl SourceColumns {
         )
     }
 
+    /// Whether a row of the source is a deleted order, as SQL (`false` when nothing marks one).
+    pub fn deleted_sql(&self) -> String {
+        self.deleted.as_deref().map_or("false".to_string(), |d| format!("COALESCE(CAST(({d}) AS BOOLEAN), false)"))
+    }
+
     /// Queries that each find the first offending row `(order_id, value)` and the problem they
     /// detect. Run only after a load failed (a constraint or a checked cast), to say which row.
+    /// A deleted order needs only its key: its empty columns are no offence.
     pub fn diagnose_sql(&self, relation: &str) -> Vec<(String, Probe)> {
         let id = quote::ident(&self.order_id);
+        let live = format!("NOT {}", self.deleted_sql());
         let mut probes: Vec<(String, Probe)> = [
-            ("order_id", &self.order_id),
-            ("company", &self.company),
-            ("order_day", &self.order_day),
-            ("revenue", &self.revenue),
+            ("order_id", &self.order_id, "true"),
+            ("company", &self.company, live.as_str()),
+            ("order_day", &self.order_day, live.as_str()),
+            ("revenue", &self.revenue, live.as_str()),
         ]
         .into_iter()
-        .map(|(name, col)| {
+        .map(|(name, col, rows)| {
             (
                 format!(
                     "SELECT CAST(min({id}) AS VARCHAR), CAST(count(*) AS VARCHAR) FROM {relation} \
-                     WHERE {} IS NULL HAVING count(*) > 0",
+                     WHERE {} IS NULL AND {rows} HAVING count(*) > 0",
                     quote::ident(col)
                 ),
                 Probe::Null(name),

@@ -5,6 +5,13 @@
 //! `Tail` is one long-lived scanner from a position: `read_until` drains it up to end offsets
 //! taken beforehand (a bounded read: a build finishes), `poll` takes what has arrived (a
 //! follower's tick). Records at or past an end offset are never returned by `read_until`.
+//!
+//! Offsets alone do not name records: a cluster that lost acknowledged records gives their
+//! offsets to new ones. So the position keeps, per bucket, the mark (offset, commit time) of the
+//! last record read below it, and a tail resumed from a recorded position first reads that record
+//! again: until every bucket's mark is confirmed nothing is returned, and a mismatch is reported
+//! (`Polled::Reused`) instead of records. A build's tail starts a little below its start offsets
+//! (`LOOK_BACK`) so the position it records has marks even where the build read nothing new.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,7 +23,7 @@ use fluss::client::LogScanner;
 use fluss::metadata::TablePath;
 use fluss::record::{ChangeType, ScanRecord};
 
-use super::table::Position;
+use super::table::{Mark, Position};
 use super::Site;
 use crate::core::error::{Error, Result};
 
@@ -25,11 +32,85 @@ pub const KIND: &str = "__kind";
 pub const BUCKET: &str = "__bucket";
 pub const OFFSET: &str = "__offset";
 
+/// How far below a build's start offsets its scanner starts, to find the last record before them
+/// (their mark): records there are read, never returned.
+const LOOK_BACK: i64 = 64;
+/// How long a resumed tail may take to read back the marked records that check its position.
+const CHECK_LIMIT: Duration = Duration::from_secs(10);
+/// How long a bounded read that reached its end offsets still waits for a bucket's mark (a
+/// look-back whose records have not come in; none come when those offsets hold no records).
+const MARK_GRACE: Duration = Duration::from_secs(2);
+
 /// A scanner of one table's changelog and where each bucket has got to.
 pub struct Tail {
     scanner: LogScanner,
-    /// The next offset to read, per subscribed bucket.
+    /// The next offset to read, per subscribed bucket, with the mark of the last record read.
     pub position: Position,
+    /// Resumed buckets whose recorded mark has not been read back yet.
+    checks: BTreeMap<i32, Mark>,
+    /// Resumed buckets whose mark was confirmed: any record between it and the position is one
+    /// the layer never saw at an offset it had passed.
+    checked: BTreeMap<i32, Mark>,
+    /// Records read while checks are pending: returned once every check passed.
+    held: Vec<Batch60>,
+    /// Set by a read that found the log no longer holds what the position says was read.
+    reused: Option<String>,
+    /// A bounded read that learns marks: where each bucket was subscribed (below its start).
+    learning: Option<BTreeMap<i32, i64>>,
+    opened: Instant,
+}
+
+/// What a poll of a resumed tail brings.
+pub enum Polled {
+    Batches(Vec<Batch60>),
+    /// The log no longer holds what the position says was read (why, in words).
+    Reused(String),
+}
+
+/// What a record read back at or after a resumed bucket's mark says about its position.
+#[derive(Debug, PartialEq, Eq)]
+enum Judged {
+    /// Before the mark (a fetch re-delivers from its batch's start): says nothing.
+    Earlier,
+    /// The marked record itself, unchanged.
+    Confirmed,
+    Reused(String),
+}
+
+/// Judges the first record read at or after `mark` (`at`, committed at `committed`) in a bucket
+/// whose check is pending. Pure.
+fn judge_mark(bucket: i32, mark: Mark, at: i64, committed: i64) -> Judged {
+    let lost = "the cluster lost records the layer had applied and gave their offsets to new ones";
+    if at < mark.offset {
+        Judged::Earlier
+    } else if at == mark.offset && committed == mark.committed {
+        Judged::Confirmed
+    } else if at == mark.offset {
+        Judged::Reused(format!(
+            "bucket {bucket}'s record at offset {at} is not the one the layer applied (that was committed at epoch ms \
+             {}, this at {committed}): {lost}",
+            mark.committed
+        ))
+    } else {
+        Judged::Reused(format!(
+            "bucket {bucket} holds no record at offset {} any more (the layer applied one committed at epoch ms {}; \
+             the next is at offset {at}): {lost}",
+            mark.offset, mark.committed
+        ))
+    }
+}
+
+/// A record at `at` between a confirmed mark and the position: the layer passed that offset
+/// when it held no record. Pure.
+fn judge_gap(bucket: i32, mark: Mark, position: i64, at: i64) -> Option<String> {
+    (at > mark.offset && at < position).then(|| {
+        format!(
+            "bucket {bucket} holds a record at offset {at}, which the layer's position {position} had passed when the \
+             log held none after offset {}: the cluster lost records the layer had read and gave their offsets to \
+             new ones",
+            mark.offset
+        )
+    })
 }
 
 fn kind(c: &ChangeType) -> &'static str {
@@ -94,33 +175,106 @@ fn batches_of(bucket: i32, records: &[ScanRecord]) -> std::result::Result<Vec<Ba
 }
 
 impl Tail {
-    /// A scanner of `columns` subscribed at `from` (buckets missing there start at offset 0).
-    pub fn open(site: &Site, columns: &[String], buckets: i32, from: &Position) -> Result<Tail> {
+    fn open(
+        site: &Site,
+        columns: &[String],
+        subscribe: &BTreeMap<i32, i64>,
+        position: Position,
+        checks: BTreeMap<i32, Mark>,
+    ) -> Result<Tail> {
         let conn = site.connection()?;
         let path = TablePath::new(site.address.database.clone(), site.address.table.clone());
         let table = site.block_on(conn.get_table(&path))?;
         let names: Vec<&str> = columns.iter().map(String::as_str).collect();
         let scanner = site.within(|| table.new_scan().project_by_name(&names)?.create_log_scanner())?;
-        let position = Position((0..buckets).map(|b| (b, from.at(b))).collect());
-        let start: std::collections::HashMap<i32, i64> = position.0.iter().map(|(b, o)| (*b, *o)).collect();
+        let start: std::collections::HashMap<i32, i64> = subscribe.iter().map(|(b, o)| (*b, *o)).collect();
         site.block_on(scanner.subscribe_buckets(&start))?;
-        Ok(Tail { scanner, position })
+        let (checked, held, reused, learning, opened) = (BTreeMap::new(), Vec::new(), None, None, Instant::now());
+        Ok(Tail { scanner, position, checks, checked, held, reused, learning, opened })
+    }
+
+    /// A scanner of `columns` for a bounded read from `start` (buckets missing there start at
+    /// offset 0). With `look_back` (the log's earliest offsets) it starts up to `LOOK_BACK`
+    /// records lower, to learn each bucket's mark.
+    pub fn read_from(
+        site: &Site,
+        columns: &[String],
+        buckets: i32,
+        start: &Position,
+        look_back: Option<&Position>,
+    ) -> Result<Tail> {
+        let position = Position::of((0..buckets).map(|b| (b, start.at(b))).collect());
+        let subscribe: BTreeMap<i32, i64> = position
+            .offsets
+            .iter()
+            .map(|(b, o)| (*b, look_back.map_or(*o, |earliest| (*o - LOOK_BACK).max(earliest.at(*b)).min(*o))))
+            .collect();
+        let mut tail = Tail::open(site, columns, &subscribe, position, BTreeMap::new())?;
+        tail.learning = look_back.map(|_| subscribe);
+        Ok(tail)
+    }
+
+    /// A scanner of `columns` continuing from a recorded position. With `check`, each marked
+    /// bucket from its mark, which is read back and checked before any record is returned.
+    pub fn resume(site: &Site, columns: &[String], buckets: i32, recorded: &Position, check: bool) -> Result<Tail> {
+        let mut position = Position::of((0..buckets).map(|b| (b, recorded.at(b))).collect());
+        position.marks = recorded.marks.clone();
+        let checks: BTreeMap<i32, Mark> = recorded
+            .marks
+            .iter()
+            .filter(|(b, _)| check && position.offsets.contains_key(b))
+            .map(|(b, m)| (*b, *m))
+            .collect();
+        let subscribe =
+            position.offsets.iter().map(|(b, o)| (*b, checks.get(b).map_or(*o, |m| m.offset.min(*o)))).collect();
+        Tail::open(site, columns, &subscribe, position, checks)
     }
 
     /// What has arrived within `wait`, with no end (a follower's tick); advances the position.
-    pub fn poll(&mut self, site: &Site, wait: Duration) -> Result<Vec<Batch60>> {
-        self.take(site, wait, None)
+    /// Nothing is returned while a resumed bucket's mark is still to be read back; that taking
+    /// longer than `CHECK_LIMIT` is an error naming the bucket.
+    pub fn poll(&mut self, site: &Site, wait: Duration) -> Result<Polled> {
+        let batches = self.take(site, wait, None)?;
+        if let Some(why) = self.reused.take() {
+            return Ok(Polled::Reused(why));
+        }
+        if self.checks.is_empty() {
+            let mut out = std::mem::take(&mut self.held);
+            out.extend(batches);
+            return Ok(Polled::Batches(out));
+        }
+        self.held.extend(batches);
+        if self.opened.elapsed() > CHECK_LIMIT {
+            let (bucket, mark) = self.checks.iter().next().expect("a pending check");
+            return Err(site.err(format!(
+                "bucket {bucket}'s record at offset {} (the last the layer applied) could not be read back within {} \
+                 s to check that the log still holds it",
+                mark.offset,
+                CHECK_LIMIT.as_secs()
+            )));
+        }
+        Ok(Polled::Batches(Vec::new()))
     }
 
     /// Everything up to (not including) `end`, polling until every bucket reached it or `limit`
-    /// passed (then an error names the buckets still behind).
+    /// passed (then an error names the buckets still behind). A read that learns marks waits
+    /// `MARK_GRACE` more for a bucket with offsets read but no record yet (then it has no mark).
     pub fn read_until(&mut self, site: &Site, end: &Position, limit: Duration) -> Result<Vec<Batch60>> {
         let started = Instant::now();
+        let mut reached: Option<Instant> = None;
         let mut out = Vec::new();
         loop {
-            let behind: Vec<i32> = end.0.iter().filter(|(b, e)| self.position.at(**b) < **e).map(|(b, _)| *b).collect();
+            let behind: Vec<i32> =
+                end.offsets.iter().filter(|(b, e)| self.position.at(**b) < **e).map(|(b, _)| *b).collect();
             if behind.is_empty() {
-                return Ok(out);
+                let unmarked = self.learning.as_ref().is_some_and(|from| {
+                    end.offsets
+                        .iter()
+                        .any(|(b, e)| from.get(b).is_some_and(|f| f < e) && !self.position.marks.contains_key(b))
+                });
+                if !unmarked || reached.get_or_insert_with(Instant::now).elapsed() > MARK_GRACE {
+                    return Ok(out);
+                }
             }
             if started.elapsed() > limit {
                 return Err(site.err(format!(
@@ -145,14 +299,72 @@ impl Tail {
                 let limit = end.at(bucket);
                 records.retain(|r| r.offset() < limit);
             }
-            // A record at or below the position was read before (a resubscription re-delivers).
             let from = self.position.at(bucket);
-            records.retain(|r| r.offset() >= from);
-            if let Some(last) = records.last() {
-                self.position.0.insert(bucket, last.offset() + 1);
+            let mut kept = Vec::with_capacity(records.len());
+            for r in records {
+                if let Some(mark) = self.checks.get(&bucket).copied() {
+                    match judge_mark(bucket, mark, r.offset(), r.timestamp()) {
+                        Judged::Earlier => continue,
+                        Judged::Confirmed => {
+                            self.checks.remove(&bucket);
+                            self.checked.insert(bucket, mark);
+                            continue;
+                        }
+                        Judged::Reused(why) => {
+                            self.reused = Some(why);
+                            return Ok(Vec::new());
+                        }
+                    }
+                }
+                if let Some(why) = self.checked.get(&bucket).and_then(|m| judge_gap(bucket, *m, from, r.offset())) {
+                    self.reused = Some(why);
+                    return Ok(Vec::new());
+                }
+                if self.position.marks.get(&bucket).is_none_or(|m| r.offset() >= m.offset) {
+                    self.position.marks.insert(bucket, Mark { offset: r.offset(), committed: r.timestamp() });
+                }
+                // A record below the position was read before (a resubscription re-delivers), or
+                // is a build's look-back: only its mark is kept.
+                if r.offset() >= from {
+                    kept.push(r);
+                }
             }
-            out.extend(batches_of(bucket, &records).map_err(|e| Error::internal(site.function, e))?);
+            if let Some(last) = kept.last() {
+                self.position.offsets.insert(bucket, last.offset() + 1);
+            }
+            out.extend(batches_of(bucket, &kept).map_err(|e| Error::internal(site.function, e))?);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MARK: Mark = Mark { offset: 41, committed: 1_764_900_000_000 };
+
+    #[test]
+    fn the_marked_record_confirms_the_position() {
+        assert_eq!(judge_mark(2, MARK, 40, 1), Judged::Earlier, "a fetch may re-deliver its batch's start");
+        assert_eq!(judge_mark(2, MARK, 41, MARK.committed), Judged::Confirmed);
+    }
+
+    #[test]
+    fn another_record_at_the_marked_offset_or_none_there_is_reuse() {
+        let Judged::Reused(why) = judge_mark(2, MARK, 41, MARK.committed + 15_000) else { panic!("not reuse") };
+        assert!(why.contains("bucket 2's record at offset 41 is not the one the layer applied"), "{why}");
+        assert!(why.contains("1764900000000") && why.contains("1764900015000"), "{why}");
+        let Judged::Reused(why) = judge_mark(2, MARK, 43, MARK.committed) else { panic!("not reuse") };
+        assert!(why.contains("no record at offset 41 any more") && why.contains("next is at offset 43"), "{why}");
+    }
+
+    #[test]
+    fn a_record_where_the_position_had_passed_none_is_reuse() {
+        // Marked at 41, position 44: offsets 42 and 43 held no records (empty batches) when recorded.
+        assert_eq!(judge_gap(2, MARK, 44, 41), None);
+        assert_eq!(judge_gap(2, MARK, 44, 44), None, "at the position: a new record");
+        let why = judge_gap(2, MARK, 44, 43).expect("reuse");
+        assert!(why.contains("record at offset 43") && why.contains("position 44"), "{why}");
     }
 }

@@ -28,18 +28,18 @@ pub struct ServingStatus;
 /// follower's last look; otherwise how long the oldest change not served has waited — for a
 /// Paimon source the age of its oldest unapplied commit, for a Fluss source the time since the
 /// follower last caught up — and, while the follower fails, at least the time since its last
-/// successful look. None when it cannot be known (not a lake or stream source, the source
+/// successful look (or since it started, if none succeeded). None when it cannot be known (not a lake or stream source, the source
 /// unreachable from a layer nobody follows).
 fn alert_lag(
     lag: &follow::Lag,
-    stream: Option<(i64, i64)>,
+    stream: Option<(i64, Option<i64>)>,
     following: &Option<String>,
     progress: &follow::Progress,
 ) -> Option<i64> {
     let now_ms = now_micros() / 1000;
-    let since_ok = progress.last_ok_at.map(|at| (now_ms - at / 1000).max(0));
+    let since_ok = progress.last_ok_at.or(progress.started_at).map(|at| (now_ms - at / 1000).max(0));
     let waiting = match stream {
-        Some((_, 0)) => Some(0),
+        Some((_, Some(0))) => Some(0),
         Some(_) => since_ok,
         None => lag.millis,
     };
@@ -49,15 +49,16 @@ fn alert_lag(
     }
 }
 
-/// A Fluss layer's position and how many records its table's log holds beyond it.
+/// A Fluss layer's position (recorded locally) and how many records its table's log holds
+/// beyond it (None while the cluster does not answer).
 #[cfg(not(duckdb14))]
-fn stream_lag(s: &Status, access: &crate::lake::Access) -> Option<(i64, i64)> {
+fn stream_lag(s: &Status, access: &crate::lake::Access) -> Option<(i64, Option<i64>)> {
     let source = s.source.as_deref().filter(|src| crate::core::stream::is_fluss(src))?;
     crate::serving::stream_source::lag(source, s.stream_position.as_deref(), access)
 }
 
 #[cfg(duckdb14)]
-fn stream_lag(_: &Status, _: &crate::lake::Access) -> Option<(i64, i64)> {
+fn stream_lag(_: &Status, _: &crate::lake::Access) -> Option<(i64, Option<i64>)> {
     None
 }
 
@@ -99,6 +100,7 @@ impl RowsFunction for ServingStatus {
         ("fluss_offset", LogicalTypeId::Bigint),
         ("lag_records", LogicalTypeId::Bigint),
         ("last_checked_at", LogicalTypeId::TimestampTZ),
+        ("stream_read", LogicalTypeId::Varchar),
     ];
     const ROLE: Role = Role::Reader;
 
@@ -183,8 +185,9 @@ impl RowsFunction for ServingStatus {
             s.rebuilt_because.into(),
             s.columns.into(),
             stream.map(|(at, _)| at).into(),
-            stream.map(|(_, behind)| behind).into(),
+            stream.and_then(|(_, behind)| behind).into(),
             ts(progress.last_checked_at),
+            s.stream_read.into(),
         ]])
     }
 }

@@ -47,6 +47,8 @@ pub struct Progress {
     /// when a look last succeeded (microseconds since the epoch).
     pub last_checked_at: Option<i64>,
     pub last_ok_at: Option<i64>,
+    /// When the follower started: what a follower that never succeeded has waited since.
+    pub started_at: Option<i64>,
 }
 
 /// Where a follower publishes the mart after every apply (`publish :=`).
@@ -199,7 +201,7 @@ pub fn start(
 ) -> Result<Follower> {
     let target = publish.as_ref().map(|p| p.target.clone());
     let stop = Arc::new(AtomicBool::new(false));
-    let progress = Arc::new(Mutex::new(Progress::default()));
+    let progress = Arc::new(Mutex::new(Progress { started_at: Some(now_micros()), ..Progress::default() }));
     let weak = Arc::downgrade(session);
     let (stop2, progress2) = (stop.clone(), progress.clone());
     let thread = thread::Builder::new()

@@ -105,7 +105,7 @@ pub fn recorded_source(raw: &str, lake: Option<&str>) -> String {
 }
 
 /// Bookkeeping columns added after the first release of the serving layout.
-const LATER_COLUMNS: [&str; 9] = [
+const LATER_COLUMNS: [&str; 11] = [
     "serving_catalog",
     "serving_schema",
     "generation",
@@ -115,6 +115,8 @@ const LATER_COLUMNS: [&str; 9] = [
     "rebuilt_because",
     "columns",
     "stream_position",
+    "stream_lake",
+    "stream_read",
 ];
 
 /// DuckDB's error about the layer's tables as what it means: not built yet (a serving table is

@@ -84,12 +84,12 @@ fn arrow_failed(e: ArrowError) -> Error {
 /// Reads the change set in fct_orders' shape plus `deleted` (false when absent or NULL).
 /// A failed checked cast is reported like a failed build load, naming the row after rollback.
 fn read_changes(conn: &Connection, src: &ResolvedSource) -> Result<Vec<RecordBatch>> {
-    let deleted = src
-        .columns
-        .deleted
-        .as_deref()
-        .map_or("false".to_string(), |d| format!("COALESCE(CAST(({d}) AS BOOLEAN), false)"));
-    let sql = format!("SELECT {}, {deleted} AS deleted FROM {}", src.columns.fact_select_list(), src.relation);
+    let sql = format!(
+        "SELECT {}, {} AS deleted FROM {}",
+        src.columns.fact_select_list(),
+        src.columns.deleted_sql(),
+        src.relation
+    );
     batches(conn, &sql, |e| Error::LoadFailed {
         source: src.raw.clone(),
         message: clean_duckdb_message(&e),
@@ -365,17 +365,7 @@ pub fn refresh(
             let table = LakeTable::open("serving", path, access)?;
             layer::resolve_changes(conn, raw, Given::Lake(&table), map.as_ref(), access, deleted)?
         }
-        Origin::Stream(address) => {
-            return Err(Error::Refused {
-                function: "serving_refresh",
-                problem: format!(
-                    "a Fluss table is not a change set: serving_follow('{}') applies its changelog as it arrives, \
-                     serving_build('{}') reads its current state",
-                    address.uri(),
-                    address.uri()
-                ),
-            })
-        }
+        Origin::Stream(_) => return Err(stream_is_no_change_set(raw)),
     };
     if let Some(why) = src.rebuild.clone() {
         return rebuild(conn, &src, map.as_ref(), &why, tx, started);
@@ -403,8 +393,21 @@ pub fn recorded_map(conn: &Connection) -> Result<Option<ColumnMap>> {
     }
 }
 
-/// A layer built from a Paimon table moves with that table only: a local change set would make
-/// it diverge from the lake, and the next lake change to such an order could not be applied.
+/// A Fluss table is not a change set: its changelog is applied by a follower, from the position
+/// the layer records (which checks that the log still holds it).
+fn stream_is_no_change_set(raw: &str) -> Error {
+    let shown = crate::core::stream::redacted(raw);
+    Error::Refused {
+        function: "serving_refresh",
+        problem: format!(
+            "'{shown}' is a Fluss table, which is followed, not refreshed: serving_follow('{shown}') applies its \
+             changelog from the position the layer records, serving_build('{shown}') reads it anew"
+        ),
+    }
+}
+
+/// A layer built from a Paimon (or Fluss) table moves with that table only: a local change set
+/// would make it diverge from it, and the next change to such an order could not be applied.
 fn refuse_local_changes_on_lake(conn: &Connection, raw: &str, origin: &Origin, access: &Access) -> Result<()> {
     if !matches!(origin, Origin::Relation(_)) {
         return Ok(());
@@ -419,6 +422,16 @@ fn refuse_local_changes_on_lake(conn: &Connection, raw: &str, origin: &Origin, a
             };
         }
     };
+    if let Some(table) = source.as_deref().filter(|s| crate::core::stream::is_fluss(s)) {
+        return Err(Error::Refused {
+            function: "serving_refresh",
+            problem: format!(
+                "the serving layer is served from the Fluss table '{table}', so a local change set ('{raw}') would \
+                 make it diverge from that table; write the change to it and follow it (serving_follow('{table}')), \
+                 or serving_build('{raw}') to serve that source instead"
+            ),
+        });
+    }
     match source.as_deref().and_then(|s| Origin::lake_path(s, &access.sandbox)) {
         None => Ok(()),
         Some(lake) => Err(Error::Refused {

@@ -34,8 +34,10 @@ pub struct Status {
     pub rebuilt_because: Option<String>,
     /// The column map the layer was built with (`core::mapping`'s recorded form).
     pub columns: Option<String>,
-    /// For a Fluss source: each bucket's log offset read up to (`bucket:offset,...`).
+    /// For a Fluss source: each bucket's log offset read up to (`bucket:offset,...`), and how
+    /// its last union read started (`readable`/`latest` lake snapshot, or `log` and why).
     pub stream_position: Option<String>,
+    pub stream_read: Option<String>,
 }
 
 /// The layer's status as recorded (the follower's and the lake's side are added by the caller).
@@ -51,7 +53,7 @@ pub fn status(conn: &Connection) -> Result<Status> {
     let sql = format!(
         "SELECT {}, source, {}, refresh_source, refreshes, lake_snapshot, \
          {fact_rows}, (SELECT count(*) FROM {}), {}, last_reconcile_clean, generation, lake_snapshot_millis, \
-         rebuilt_because, columns, stream_position FROM {META}",
+         rebuilt_because, columns, stream_position, stream_read FROM {META}",
         epoch_us("built_at"),
         epoch_us("refreshed_at"),
         place.of(MART),
@@ -77,6 +79,7 @@ pub fn status(conn: &Connection) -> Result<Status> {
                 rebuilt_because: r.get(12)?,
                 columns: r.get(13)?,
                 stream_position: r.get(14)?,
+                stream_read: r.get(15)?,
             })
         })
         .map_err(|e| not_built("serving_status", e))?;

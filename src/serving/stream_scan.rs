@@ -17,7 +17,7 @@ use duckdb::arrow::row::{OwnedRow, RowConverter, SortField};
 
 use crate::core::error::{Error, Result};
 use crate::fluss::log::{Tail, KIND};
-use crate::fluss::table::{self, Position};
+use crate::fluss::table;
 use crate::fluss::Site;
 use crate::lake::{Access, LakeTable};
 
@@ -61,29 +61,16 @@ pub fn current_state(
     let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
     let keys: Vec<usize> =
         facts.primary_keys.iter().map(|k| schema.index_of(k).map_err(|e| site.err(e))).collect::<Result<_>>()?;
-    let end = table::end_offsets(site, facts.buckets)?;
-    let point = if facts.lake_enabled { table::lake_point(site)? } else { None };
+    let (start, end, _) = table::union_plan(site, &facts)?;
     let mut lake_batches = Vec::new();
-    let start = match point {
-        Some((snapshot, offsets, _)) => {
-            let path = crate::serving::stream_source::lake_path(site, lake)?;
-            let lake_table = LakeTable::open("fluss_scan", &path, access)?;
-            for batch in lake_table.scan(Some(snapshot), None, Some(names.clone()))?.stream(threads) {
-                lake_batches.push(conform(site, &batch?, &schema)?);
-            }
-            offsets
+    if let Some(point) = &start.lake {
+        let path = crate::serving::stream_source::lake_path(site, lake)?;
+        let lake_table = LakeTable::open("fluss_scan", &path, access)?;
+        for batch in lake_table.scan(Some(point.snapshot), None, Some(names.clone()))?.stream(threads) {
+            lake_batches.push(conform(site, &batch?, &schema)?);
         }
-        None => Position::default(),
-    };
-    let earliest = table::earliest_offsets(site, facts.buckets)?;
-    if let Some((b, first)) = earliest.0.iter().find(|(b, first)| **first > start.at(**b)) {
-        return Err(site.err(format!(
-            "bucket {b}'s log starts at offset {first}, after the offset {} the read must start from (not tiered, or \
-             not retained)",
-            start.at(*b)
-        )));
     }
-    let mut tail = Tail::open(site, &names, facts.buckets, &start)?;
+    let mut tail = Tail::read_from(site, &names, facts.buckets, &start.offsets, None)?;
     let log = tail.read_until(site, &end, LOG_READ_LIMIT)?;
     // The last change of each key, in log order (a key lives in one bucket, read in offset order).
     let converter =

@@ -23,7 +23,7 @@ use crate::core::mapping::ColumnMap;
 use crate::core::quote;
 use crate::core::schema::{self, Place, META};
 use crate::core::stream::{self, FlussAddress};
-use crate::fluss::log::{Tail, BUCKET, KIND, OFFSET};
+use crate::fluss::log::{Polled, Tail, BUCKET, KIND, OFFSET};
 use crate::fluss::table::{self, Facts, Position};
 use crate::fluss::Site;
 use crate::host::transaction::Transaction;
@@ -156,12 +156,13 @@ fn changes_source(conn: &Connection, raw: &str, map: Option<&ColumnMap>) -> Resu
     Ok(ResolvedSource::relation(raw, relation, columns))
 }
 
-/// What a union read found: where it started, where it ended, and the lake part.
+/// What a union read found: where it started, where it ended (with the marks of the last
+/// records read), the lake part, and what `serving_meta.stream_read` records about it.
 pub struct UnionRead {
     pub lake: Option<(i64, String)>,
     pub start: Position,
     pub end: Position,
-    pub how: &'static str,
+    pub how: String,
 }
 
 /// `serving_build('fluss://...')` inside `tx` (left open for the caller to commit).
@@ -214,36 +215,19 @@ fn union_read(
     let facts = table::facts(site)?;
     let read = read_columns(raw, &facts, map)?;
     check_table(site, &facts, &read[0])?;
-    let end = table::end_offsets(site, facts.buckets)?;
-    let earliest = table::earliest_offsets(site, facts.buckets)?;
-    let point = if facts.lake_enabled { table::lake_point(site)? } else { None };
-    let (base, start, lake_part, how) = match point {
-        Some((snapshot, offsets, how)) => {
+    let (start, end, earliest) = table::union_plan(site, &facts)?;
+    let (base, lake_part) = match &start.lake {
+        Some(point) => {
             let path = lake_path(site, lake)?;
-            let src = lake_source::resolve_at(conn, raw, &path, snapshot, &read, map, access)?;
-            (Some(src), offsets, Some((snapshot, path)), how)
+            let src = lake_source::resolve_at(conn, raw, &path, point.snapshot, &read, map, access)?;
+            (Some(src), Some((point.snapshot, path)))
         }
-        None => (None, Position::default(), None, "log"),
+        None => (None, None),
     };
-    for (bucket, first) in &earliest.0 {
-        if *first > start.at(*bucket) {
-            return Err(site.err(if facts.lake_enabled {
-                format!(
-                    "bucket {bucket}'s log starts at offset {first}, after the offset {} the lake snapshot holds: the \
-                     rows between were not retained; wait for the next tiering and build again",
-                    start.at(*bucket)
-                )
-            } else {
-                format!(
-                    "the table is not tiered into a lake and bucket {bucket}'s log no longer starts at offset 0 (it \
-                     starts at {first}), so its full state cannot be read; create it with 'table.datalake.enabled' = \
-                     'true'"
-                )
-            }));
-        }
-    }
-    let mut tail = Tail::open(site, &read, facts.buckets, &start)?;
+    let mut tail = Tail::read_from(site, &read, facts.buckets, &start.offsets, Some(&earliest))?;
     let batches = tail.read_until(site, &end, LOG_READ_LIMIT)?;
+    // Read up to the end offsets; marked with the last record read below them.
+    let end = Position { marks: tail.position.marks.clone(), ..end };
     let staged = stage_log(conn, &read, &batches)?;
     let base = match base {
         Some(b) => b,
@@ -256,7 +240,7 @@ fn union_read(
         None => ResolvedSource::empty(raw, "empty")?,
     };
     let changes = if staged { Some(changes_source(conn, raw, map)?) } else { None };
-    Ok((base, changes, UnionRead { lake: lake_part, start, end, how }))
+    Ok((base, changes, UnionRead { lake: lake_part, start: start.offsets, end, how: start.how }))
 }
 
 /// Records the Fluss position (and where the lake part came from) in serving_meta.
@@ -308,6 +292,10 @@ struct Follow {
     facts: Facts,
     read: Vec<String>,
     tail: Option<Tail>,
+    /// The recorded position was just written by this follower's own rebuild: it is opened
+    /// without the check of its marks (a bucket the rebuild could not mark would otherwise
+    /// rebuild again at once). Cleared by any failed tick.
+    fresh: bool,
 }
 
 /// Checks that the layer was built from `raw` and returns the follower's tick.
@@ -335,36 +323,47 @@ pub fn follower(
     let rec = recorded(conn, "serving_follow")?;
     let facts = table::facts(&site)?;
     let read = read_columns(raw, &facts, rec.map.as_ref())?;
-    let mut state = Follow { site, raw: raw.to_string(), access: access.clone(), facts, read, tail: None };
+    let mut state =
+        Follow { site, raw: raw.to_string(), access: access.clone(), facts, read, tail: None, fresh: false };
     Ok(Box::new(move |c| {
         let outcome = tick(c, &mut state);
         if outcome.is_err() {
-            // Reopened from the recorded position at the next tick.
+            // Reopened from the recorded position at the next tick, and checked.
             state.tail = None;
+            state.fresh = false;
         }
         outcome
     }))
 }
 
-/// One tick: the records that arrived, applied as one refresh with the new position; a log that
-/// no longer holds the position (cleaned, or shorter after a lost write) rebuilds by union read.
+/// One tick: the records that arrived, applied as one refresh with the new position. A log
+/// that no longer holds the position — cleaned, shorter after a lost write, or holding other
+/// records at offsets the layer applied (`Tail::resume` checks the marks) — rebuilds by union
+/// read, and so does a position whose offsets cannot be checked (no marks).
 fn tick(conn: &Connection, state: &mut Follow) -> Result<Option<i64>> {
     let rec = recorded(conn, "serving_follow")?;
     if state.tail.is_none() {
         let earliest = table::earliest_offsets(&state.site, state.facts.buckets)?;
         let end = table::end_offsets(&state.site, state.facts.buckets)?;
-        if let Some(why) = position_lost(&rec.position, &earliest, &end) {
+        if let Some(why) = rec.position.lost(&earliest, &end) {
             return rebuild(conn, state, &rec, &why).map(Some);
         }
-        state.tail = Some(Tail::open(&state.site, &state.read, state.facts.buckets, &rec.position)?);
+        if let Some(why) = rec.position.uncheckable(&earliest).filter(|_| !state.fresh) {
+            return rebuild(conn, state, &rec, &why).map(Some);
+        }
+        let check = !state.fresh;
+        state.tail = Some(Tail::resume(&state.site, &state.read, state.facts.buckets, &rec.position, check)?);
     }
     let tail = state.tail.as_mut().expect("opened above");
-    let batches = tail.poll(&state.site, TICK_WAIT)?;
+    let batches = match tail.poll(&state.site, TICK_WAIT)? {
+        Polled::Batches(batches) => batches,
+        Polled::Reused(why) => return rebuild(conn, state, &rec, &why).map(Some),
+    };
     if batches.iter().all(|b| b.num_rows() == 0) {
         // Quiet: make sure the log still holds what was applied (Fluss can lose acknowledged
         // writes when a lone tablet server dies; the offsets are then reused).
         let end = table::end_offsets(&state.site, state.facts.buckets)?;
-        if let Some(why) = position_lost(&rec.position, &Position::default(), &end) {
+        if let Some(why) = rec.position.lost(&Position::default(), &end) {
             return rebuild(conn, state, &rec, &why).map(Some);
         }
         return Ok(None);
@@ -396,30 +395,10 @@ fn tick(conn: &Connection, state: &mut Follow) -> Result<Option<i64>> {
     Ok(Some(position.total()))
 }
 
-/// Why the recorded position can no longer be continued from: a bucket's log now starts after
-/// it (cleaned by retention) or ends before it (records it applied are gone).
-fn position_lost(position: &Position, earliest: &Position, end: &Position) -> Option<String> {
-    for (bucket, at) in &position.0 {
-        if earliest.at(*bucket) > *at {
-            return Some(format!(
-                "bucket {bucket}'s log now starts at offset {}, after the position {at} the layer reflects (retention \
-                 removed records it had not applied)",
-                earliest.at(*bucket)
-            ));
-        }
-        if let Some(e) = end.0.get(bucket).filter(|e| **e < *at) {
-            return Some(format!(
-                "bucket {bucket}'s log now ends at offset {e}, before the position {at} the layer reflects (the cluster \
-                 lost records the layer had applied)"
-            ));
-        }
-    }
-    None
-}
-
 /// Rebuilds the followed layer by a union read, at its place, with its map; records why.
 fn rebuild(conn: &Connection, state: &mut Follow, rec: &Recorded, why: &str) -> Result<i64> {
     state.tail = None;
+    state.fresh = false;
     let (base, changes, read) =
         union_read(conn, &state.site, &state.raw, rec.map.as_ref(), rec.lake.as_deref(), &state.access)?;
     let recorded = state.site.address.uri();
@@ -441,16 +420,22 @@ fn rebuild(conn: &Connection, state: &mut Follow, rec: &Recorded, why: &str) -> 
             return Err(layer::explain_load_failure(conn, e));
         }
     }
+    state.fresh = true;
     Ok(read.end.total())
 }
 
-/// The Fluss position of a layer built from a Fluss table, and how far the table's log is
-/// beyond it (None when not a Fluss layer or the cluster does not answer): for serving_status.
-pub fn lag(source: &str, recorded_position: Option<&str>, access: &Access) -> Option<(i64, i64)> {
-    let address = stream::parse(source).ok()?;
+/// The Fluss position of a layer built from a Fluss table (recorded locally: known while the
+/// cluster is down) and how far the table's log is beyond it (None when the cluster does not
+/// answer); None when not a Fluss layer. For serving_status.
+pub fn lag(source: &str, recorded_position: Option<&str>, access: &Access) -> Option<(i64, Option<i64>)> {
+    stream::parse(source).ok()?;
     let position = Position::decode(recorded_position?)?;
-    let site = Site::new("serving_status", address, &access.sandbox).ok()?;
-    let buckets = position.0.keys().max().map_or(0, |b| b + 1);
+    Some((position.total(), behind(source, &position, access)))
+}
+
+fn behind(source: &str, position: &Position, access: &Access) -> Option<i64> {
+    let site = Site::new("serving_status", stream::parse(source).ok()?, &access.sandbox).ok()?;
+    let buckets = position.offsets.keys().max().map_or(0, |b| b + 1);
     let end = table::end_offsets(&site, buckets).ok()?;
-    Some((position.total(), position.behind(&end)))
+    Some(position.behind(&end))
 }

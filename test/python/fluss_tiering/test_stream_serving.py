@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import random
+import re
 import time
 from collections import defaultdict
 
@@ -258,19 +259,26 @@ def test_fluss_scan_and_from_fluss_read_the_current_state(fluss_cluster):
     assert got == stream.fact()
 
 
+def log_only_layer(bootstrap: str, name: str, seed: int, **batch: int) -> tuple:
+    """A table without lake tiering (2 buckets) holding one batch of a seeded stream, and a layer built
+    from it: (connection, source, stream)."""
+    run(_create(bootstrap, name, ORDERS, ["order_id"], 2, lake=False))
+    stream = Stream(seed)
+    run(_write(bootstrap, name, stream.batch(**batch)))
+    source = f"fluss://{bootstrap}/shop.{name}"
+    con = connect()
+    con.execute("SELECT * FROM serving_build(?)", [source])
+    return con, source, stream
+
+
 @pytest.mark.timeout(180)
 def test_a_fluss_follower_publishes_for_mart_only_replicas(fluss_cluster, tmp_path):
     """`serving_follow('fluss://...', publish := ...)`: the mart a Fluss follower keeps is written to a
     Paimon mart table after its applies; a mart-only replica of that table serves the oracle's rollup."""
     bootstrap = fluss_cluster["bootstrap"]
     name = "orders_publish"
-    run(_create(bootstrap, name, ORDERS, ["order_id"], 2, lake=False))
-    stream = Stream(43)
-    run(_write(bootstrap, name, stream.batch(new=150, corrected=0, deleted=0)))
-    source = f"fluss://{bootstrap}/shop.{name}"
+    con, source, stream = log_only_layer(bootstrap, name, 43, new=150, corrected=0, deleted=0)
     mart = f"paimon:{tmp_path}/marts/db.db/mart_daily"
-    con = connect()
-    con.execute("SELECT * FROM serving_build(?)", [source])
     con.execute("SELECT * FROM serving_follow(?, every := INTERVAL '100 ms', publish := ?)", [source, mart])
     run(_write(bootstrap, name, stream.batch(new=20, corrected=40, deleted=15)))
     end, _ = run(_offsets(bootstrap, name, 2))
@@ -288,3 +296,20 @@ def test_a_fluss_follower_publishes_for_mart_only_replicas(fluss_cluster, tmp_pa
         want = sorted(((d, v) for cc, d, v in stream.mart() if cc == c), key=lambda dv: (-dv[1], dv[0]))
         assert replica.execute("SELECT * FROM serving_dashboard(?)", [c]).fetchall() == want, c
     con.execute("SELECT * FROM serving_unfollow()")
+
+
+def test_a_fluss_layer_is_followed_not_refreshed(fluss_cluster):
+    """serving_refresh of a Fluss table is refused naming serving_follow (it once went down the Paimon
+    path: "storage scheme 'fluss://' is not supported"), and a local change set onto a layer served
+    from a Fluss table is refused naming that table (it once called it a Paimon table); the layer is
+    left as it was."""
+    con, source, stream = log_only_layer(
+        fluss_cluster["bootstrap"], "orders_not_refreshed", 44, new=100, corrected=20, deleted=10
+    )
+    con.execute("CREATE TABLE local_changes AS SELECT * FROM fct_orders LIMIT 3")
+    with pytest.raises(duckdb.Error, match=r"is a Fluss table, which is followed, not refreshed: serving_follow\("):
+        con.execute("SELECT * FROM serving_refresh(?)", [source])
+    with pytest.raises(duckdb.Error, match=rf"served from the Fluss table '{re.escape(source)}'.*local change set"):
+        con.execute("SELECT * FROM serving_refresh('local_changes')")
+    assert_serves(con, stream, "after the refused refreshes")
+    assert con.execute("SELECT refreshes FROM serving_status()").fetchone() == (0,)

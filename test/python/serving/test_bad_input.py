@@ -476,7 +476,7 @@ def test_a_fluss_table_is_not_a_change_set(good):
     with pytest.raises(duckdb.Error) as failed:
         con.execute("SELECT * FROM serving_refresh('fluss://127.0.0.1:1/shop.orders')").fetchall()
     message = str(failed.value)
-    assert "a Fluss table is not a change set" in message, message
-    assert "serving_follow('fluss://127.0.0.1:1/shop.orders')" in message, message
-    assert "serving_build('fluss://127.0.0.1:1/shop.orders')" in message, message
+    assert "'fluss://127.0.0.1:1/shop.orders' is a Fluss table, which is followed, not refreshed" in message, message
+    assert "serving_follow('fluss://127.0.0.1:1/shop.orders') applies its changelog" in message, message
+    assert "serving_build('fluss://127.0.0.1:1/shop.orders') reads it anew" in message, message
     assert_state_unchanged(con, rows, companies, snap)

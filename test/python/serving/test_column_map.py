@@ -200,3 +200,26 @@ def test_deleted_expression_follows_the_same_rules():
             con.execute("SELECT * FROM serving_refresh('ch', deleted := ?)", [expr])
         assert word in str(e.value)
     assert con.execute("SELECT count(*) FROM fct_orders").fetchone() == (1,)
+
+
+def test_a_failed_refresh_names_its_cause_not_the_deleted_orders_empty_columns():
+    """A change set whose deleted orders carry only their key (their other columns NULL, as a changelog's
+    deletes do) and whose load fails on a live order's value: the error is DuckDB's conversion error
+    naming that value, not "company is NULL" over the deleted orders, which are no offence. The layer is
+    left as it was."""
+    con = connect()
+    con.execute("CREATE TABLE src (id BIGINT, customer VARCHAR, order_day DATE, amount VARCHAR, op VARCHAR)")
+    day = datetime.date(2026, 11, 2)
+    con.executemany("INSERT INTO src VALUES (?, ?, ?, ?, '+I')", [(i, "acme", day, str(i * 10)) for i in range(1, 6)])
+    mapped = "MAP {'order_id': 'id', 'company': 'customer', 'revenue': 'CAST(amount AS BIGINT)'}"
+    con.execute(f"SELECT * FROM serving_build('src', columns := {mapped})")
+    before = con.execute("SELECT * FROM fct_orders ORDER BY ALL").fetchall()
+    assert before == [(i, "acme", day, i * 10) for i in range(1, 6)]
+    con.execute("CREATE TABLE ch AS SELECT * FROM src LIMIT 0")
+    con.execute("INSERT INTO ch VALUES (2, NULL, NULL, NULL, '-D'), (3, NULL, NULL, NULL, '-D')")
+    con.execute("INSERT INTO ch VALUES (4, 'acme', DATE '2026-11-03', 'n/a', '+U')")
+    with pytest.raises(duckdb.Error) as failed:
+        con.execute("SELECT * FROM serving_refresh('ch', deleted := 'op = ''-D''')")
+    message = str(failed.value)
+    assert "is NULL" not in message and "n/a" in message and "onver" in message, message
+    assert con.execute("SELECT * FROM fct_orders ORDER BY ALL").fetchall() == before
