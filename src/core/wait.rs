@@ -22,7 +22,7 @@ const MICROS_PER_DAY: i128 = 86_400_000_000;
 /// counts it.
 pub fn writer_wait(function: &'static str, months: i32, days: i32, micros: i64, text: &str) -> Result<Duration> {
     let total = (i128::from(months) * 30 + i128::from(days)) * MICROS_PER_DAY + i128::from(micros);
-    if total < 0 || total > MAX_WAIT.as_micros() as i128 {
+    if !(0..=MAX_WAIT.as_micros() as i128).contains(&total) {
         return Err(Error::BadArgument {
             function,
             parameter: "wait",
