@@ -247,7 +247,11 @@ impl Scan {
             .map(|split| {
                 let (route, runs) = match (&read, self.native) {
                     (Some(r), true) => native::route(split, &r.facts),
-                    (Some(r), false) => match native::lookup::refusal(split, &r.facts, native::lookup::PAIMON_RUST) {
+                    (Some(r), false) => match native::lookup::refusal(
+                        split,
+                        r.facts.levels_matter.as_deref(),
+                        native::lookup::PAIMON_RUST,
+                    ) {
                         Some(why) => (native::Route::Refused(why), Vec::new()),
                         None => (native::Route::PaimonRust(native::lookup::PAIMON_RUST.into()), Vec::new()),
                     },

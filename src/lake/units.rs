@@ -161,7 +161,9 @@ impl UnitContext {
                 match native::open_unit(split, runs, *merge, &read.with(&deleted)) {
                     Err(native::decode::Refusal::Unsupported(why)) => {
                         let split = native::fallback_split(split, runs).map_err(|e| self.place.paimon_err(e))?;
-                        if let Some(refused) = native::lookup::refusal(&split, &read.facts, &why) {
+                        if let Some(refused) =
+                            native::lookup::refusal(&split, read.facts.levels_matter.as_deref(), &why)
+                        {
                             return Err(self.place.err(refused));
                         }
                         return paimon(split);

@@ -21,8 +21,6 @@ use std::collections::HashMap;
 
 use paimon::table::DataSplit;
 
-use super::Facts;
-
 /// Why a split goes to paimon-rust when the caller asked for it (`paimon_scan(reader := ...)`).
 pub const PAIMON_RUST: &str = "reader := 'paimon-rust'";
 
@@ -88,9 +86,10 @@ fn levels(split: &DataSplit) -> Vec<i32> {
     levels
 }
 
-/// Why paimon-rust, reading `split` because of `why`, would read it wrong (None: it reads it right).
-pub fn refusal(split: &DataSplit, facts: &Facts, why: &str) -> Option<String> {
-    let engine = facts.levels_matter.as_ref()?;
+/// Why paimon-rust, reading `split` because of `why`, would read it wrong (None: it reads it
+/// right); `levels_matter` is the table's [`levels_matter`].
+pub fn refusal(split: &DataSplit, levels_matter: Option<&str>, why: &str) -> Option<String> {
+    let engine = levels_matter?;
     let levels = levels(split);
     if levels.len() < 2 {
         return None;

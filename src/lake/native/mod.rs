@@ -157,7 +157,7 @@ pub enum Unit {
 /// The route of `split`, and the sorted runs of its files (indices) for a merge.
 pub fn route(split: &DataSplit, facts: &Facts) -> (Route, Vec<Vec<usize>>) {
     match route_of(split, facts) {
-        (Route::PaimonRust(why), runs) => match lookup::refusal(split, facts, &why) {
+        (Route::PaimonRust(why), runs) => match lookup::refusal(split, facts.levels_matter.as_deref(), &why) {
             Some(refused) => (Route::Refused(refused), runs),
             None => (Route::PaimonRust(why), runs),
         },
@@ -278,7 +278,7 @@ pub fn units(splits: Vec<DataSplit>, facts: &Facts, native: bool) -> Result<Vec<
     let mut out = Vec::new();
     for split in splits {
         if !native {
-            if let Some(refused) = lookup::refusal(&split, facts, lookup::PAIMON_RUST) {
+            if let Some(refused) = lookup::refusal(&split, facts.levels_matter.as_deref(), lookup::PAIMON_RUST) {
                 return Err(refused);
             }
             out.push(Unit::Paimon(split));
