@@ -225,6 +225,8 @@ impl Scan {
             deletion_vectors: options.get("deletion-vectors.enabled").is_some_and(|v| v.eq_ignore_ascii_case("true")),
             remote: self.remote,
             engine: native::Facts::engine(options, !keys.is_empty()),
+            lookup: native::lookup::reads_with_rule(options, !keys.is_empty()),
+            levels_matter: native::lookup::levels_matter(options, !keys.is_empty()),
         };
         // Decoding and merging cost per batch as well as per row: batches of many vectors
         // (DuckDB takes them a vector at a time), still a few MB per sorted run in flight.
@@ -245,7 +247,15 @@ impl Scan {
             .map(|split| {
                 let (route, runs) = match (&read, self.native) {
                     (Some(r), true) => native::route(split, &r.facts),
-                    _ => (native::Route::PaimonRust("reader := 'paimon-rust'".into()), Vec::new()),
+                    (Some(r), false) => match native::lookup::refusal(
+                        split,
+                        r.facts.levels_matter.as_deref(),
+                        native::lookup::PAIMON_RUST,
+                    ) {
+                        Some(why) => (native::Route::Refused(why), Vec::new()),
+                        None => (native::Route::PaimonRust(native::lookup::PAIMON_RUST.into()), Vec::new()),
+                    },
+                    _ => (native::Route::PaimonRust(native::lookup::PAIMON_RUST.into()), Vec::new()),
                 };
                 let root = table_root(self.table.as_ref());
                 let ordered = route == native::Route::Merge
@@ -294,7 +304,7 @@ impl Scan {
             return Ok(Units::new(Vec::new(), None));
         };
         let units = match &read {
-            Some(r) => native::units(self.splits, &r.facts, self.native),
+            Some(r) => native::units(self.splits, &r.facts, self.native).map_err(|why| self.place.err(why))?,
             None => self.splits.into_iter().map(native::Unit::Paimon).collect(),
         };
         let ctx = UnitContext {

@@ -33,6 +33,7 @@ impl NativeRead {
         native::Read {
             shape: &self.shape,
             engine: self.facts.engine.clone().unwrap_or(native::Engine::Deduplicate),
+            lookup: self.facts.lookup,
             batch_size: self.batch_size,
             deleted,
         }
@@ -158,8 +159,13 @@ impl UnitContext {
             native::Unit::Native { split, runs, merge } => {
                 let deleted = deleted_of(split);
                 match native::open_unit(split, runs, *merge, &read.with(&deleted)) {
-                    Err(native::decode::Refusal::Unsupported(_)) => {
+                    Err(native::decode::Refusal::Unsupported(why)) => {
                         let split = native::fallback_split(split, runs).map_err(|e| self.place.paimon_err(e))?;
+                        if let Some(refused) =
+                            native::lookup::refusal(&split, read.facts.levels_matter.as_deref(), &why)
+                        {
+                            return Err(self.place.err(refused));
+                        }
                         return paimon(split);
                     }
                     other => other,

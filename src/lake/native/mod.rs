@@ -21,7 +21,10 @@
 //! (test/python/lake/test_native_reader.py) holds every route to paimon-rust's and pypaimon's
 //! reads.
 
+mod aggregate;
 pub mod decode;
+mod engine;
+pub mod lookup;
 pub mod merge;
 
 use std::collections::HashMap;
@@ -32,7 +35,7 @@ use arrow_schema::{DataType, Field, SchemaRef};
 use paimon::spec::{BinaryRow, DataFileMeta};
 use paimon::table::DataSplit;
 
-pub use merge::Engine;
+pub use engine::Engine;
 
 /// What a table is, as far as routing its splits goes.
 #[derive(Debug, Clone)]
@@ -44,6 +47,11 @@ pub struct Facts {
     pub remote: bool,
     /// How keys merge, or why this path does not merge them.
     pub engine: Result<Engine, String>,
+    /// Whether Java Paimon reads the table with its lookup rule ([`lookup::reads_with_rule`]).
+    pub lookup: bool,
+    /// Where merging a key's value once per level is wrong (a lookup table whose merge is not
+    /// idempotent, [`lookup::levels_matter`]): the engine, named for a refusal.
+    pub levels_matter: Option<String>,
 }
 
 /// Options that never change which row or value a batch read returns. The rest (a sequence
@@ -59,6 +67,7 @@ fn read_neutral(key: &str) -> bool {
                 | "partial-update.ignore-delete"
                 | "first-row.ignore-delete"
                 | "index-file-in-data-file-dir"
+                | "force-lookup"
         )
 }
 
@@ -66,14 +75,26 @@ impl Facts {
     /// The merge of a table with these options and primary key.
     pub fn engine(options: &HashMap<String, String>, primary_key: bool) -> Result<Engine, String> {
         let ignore_delete = paimon::spec::CoreOptions::new(options).ignore_delete();
+        let mut read = Vec::new();
         let engine = match options.get("merge-engine").map(|e| e.to_ascii_lowercase()).as_deref() {
             _ if !primary_key => Engine::Deduplicate,
             None | Some("deduplicate") => Engine::Deduplicate,
-            Some("partial-update") => Engine::PartialUpdate { ignore_delete },
+            Some("partial-update") => {
+                let key = "partial-update.remove-record-on-delete";
+                let remove = options.iter().find(|(k, _)| k.eq_ignore_ascii_case(key));
+                read.extend(remove.map(|(k, _)| k.clone()));
+                let remove_on_delete = remove.is_some_and(|(_, v)| v.trim().eq_ignore_ascii_case("true"));
+                Engine::PartialUpdate { ignore_delete, remove_on_delete }
+            }
             Some("first-row") => Engine::FirstRow { ignore_delete },
+            Some("aggregation") => {
+                let (agg, keys) = aggregate::Aggregation::from_options(options)?;
+                read = keys;
+                Engine::Aggregate(Arc::new(agg))
+            }
             Some(other) => return Err(format!("merge-engine {other}")),
         };
-        let mut keys: Vec<&String> = options.keys().collect();
+        let mut keys: Vec<&String> = options.keys().filter(|k| !read.contains(k)).collect();
         keys.sort();
         match keys.into_iter().find(|k| !read_neutral(&k.to_ascii_lowercase())) {
             Some(key) => Err(format!("option {key}")),
@@ -88,6 +109,8 @@ pub enum Route {
     Files,
     Merge,
     PaimonRust(String),
+    /// Read by no reader: paimon-rust would read it wrong ([`lookup::refusal`]).
+    Refused(String),
 }
 
 impl Route {
@@ -96,11 +119,12 @@ impl Route {
             Route::Files => "native files",
             Route::Merge => "native merge",
             Route::PaimonRust(_) => "paimon-rust",
+            Route::Refused(_) => "refused",
         }
     }
     pub fn reason(&self) -> Option<&str> {
         match self {
-            Route::PaimonRust(why) => Some(why),
+            Route::PaimonRust(why) | Route::Refused(why) => Some(why),
             _ => None,
         }
     }
@@ -132,12 +156,22 @@ pub enum Unit {
 
 /// The route of `split`, and the sorted runs of its files (indices) for a merge.
 pub fn route(split: &DataSplit, facts: &Facts) -> (Route, Vec<Vec<usize>>) {
+    match route_of(split, facts) {
+        (Route::PaimonRust(why), runs) => match lookup::refusal(split, facts.levels_matter.as_deref(), &why) {
+            Some(refused) => (Route::Refused(refused), runs),
+            None => (Route::PaimonRust(why), runs),
+        },
+        other => other,
+    }
+}
+
+fn route_of(split: &DataSplit, facts: &Facts) -> (Route, Vec<Vec<usize>>) {
     let paimon = |why: String| (Route::PaimonRust(why), Vec::new());
     if facts.remote {
         return paimon("object storage (the native path reads local files)".into());
     }
     let engine = match &facts.engine {
-        Ok(e) => *e,
+        Ok(e) => e,
         Err(why) => return paimon(why.clone()),
     };
     if split.row_ranges().is_some() {
@@ -238,17 +272,22 @@ pub fn sorted_runs(files: &[DataFileMeta], key_types: &[DataType]) -> Vec<Vec<us
     runs
 }
 
-/// The work of a planned read: native units where the route allows, paimon-rust's elsewhere.
-pub fn units(splits: Vec<DataSplit>, facts: &Facts, native: bool) -> Vec<Unit> {
+/// The work of a planned read: native units where the route allows, paimon-rust's elsewhere;
+/// Err: a split no reader here reads right ([`Route::Refused`]).
+pub fn units(splits: Vec<DataSplit>, facts: &Facts, native: bool) -> Result<Vec<Unit>, String> {
     let mut out = Vec::new();
     for split in splits {
         if !native {
+            if let Some(refused) = lookup::refusal(&split, facts.levels_matter.as_deref(), lookup::PAIMON_RUST) {
+                return Err(refused);
+            }
             out.push(Unit::Paimon(split));
             continue;
         }
         let (route, runs) = route(&split, facts);
         let split = Arc::new(split);
         match route {
+            Route::Refused(why) => return Err(why),
             Route::PaimonRust(_) => out.push(Unit::Paimon(Arc::unwrap_or_clone(split))),
             Route::Files => {
                 let n = split.data_files().len();
@@ -272,7 +311,7 @@ pub fn units(splits: Vec<DataSplit>, facts: &Facts, native: bool) -> Vec<Unit> {
             },
         }
     }
-    out
+    Ok(out)
 }
 
 /// What `paimon_read_plan` says of a merge of runs in sequence order ([`Merge::Ordered`]).
@@ -389,6 +428,8 @@ pub type Batches = Box<dyn Iterator<Item = Result<RecordBatch, String>> + Send>;
 pub struct Read<'a> {
     pub shape: &'a Shape,
     pub engine: Engine,
+    /// Whether the merge takes Java Paimon's lookup rule (`Facts::lookup`).
+    pub lookup: bool,
     pub batch_size: usize,
     /// File `i`'s deleted row positions (its deletion vector), if any.
     pub deleted: &'a dyn Fn(usize) -> Result<Option<Vec<u64>>, String>,
@@ -442,7 +483,8 @@ pub fn open_unit(
         }
         opened.push(files);
     }
-    Ok((finish(opened, merge, read), Vec::new()))
+    let levels = runs.iter().map(|run| run.first().map_or(0, |&i| split.data_files()[i].level)).collect();
+    Ok((finish(opened, merge, read, levels), Vec::new()))
 }
 
 /// Opens one row group of a file whose footer another unit read.
@@ -456,11 +498,11 @@ pub fn open_row_group(
 ) -> Result<Batches, decode::Refusal> {
     let dv = (read.deleted)(file).map_err(decode::Refusal::Failed)?;
     let batches = footer.read(open_file(split, file)?, Some(row_group), dv.as_deref(), read.batch_size)?;
-    Ok(finish(vec![vec![batches]], merge, read))
+    Ok(finish(vec![vec![batches]], merge, read, Vec::new()))
 }
 
-/// The unit's result: its files' batches as they are, or their runs merged.
-fn finish(opened: Vec<Vec<decode::FileBatches>>, merge: Merge, read: &Read) -> Batches {
+/// The unit's result: its files' batches as they are, or their runs (at `levels`) merged.
+fn finish(opened: Vec<Vec<decode::FileBatches>>, merge: Merge, read: &Read, levels: Vec<i32>) -> Batches {
     if merge == Merge::No {
         return Box::new(opened.into_iter().flatten().flatten());
     }
@@ -469,5 +511,9 @@ fn finish(opened: Vec<Vec<decode::FileBatches>>, merge: Merge, read: &Read) -> B
     let key_types: Vec<DataType> = read.shape.keys.iter().map(|f| f.data_type().clone()).collect();
     let runs: Vec<merge::Run> =
         opened.into_iter().map(|files| Box::new(files.into_iter().flatten()) as merge::Run).collect();
-    Box::new(merge::Merger::new(runs, layout, read.engine, &key_types, out_schema))
+    let merger = merge::Merger::new(runs, layout, read.engine.clone(), &key_types, out_schema);
+    Box::new(match read.lookup && levels.len() > 1 {
+        true => merger.with_levels(levels),
+        false => merger,
+    })
 }

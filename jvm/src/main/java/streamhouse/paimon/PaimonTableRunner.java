@@ -95,7 +95,8 @@ import org.apache.paimon.types.RowKind;
  *       (ReadBuilder), every column; with {@code compactedCopy} (a directory) the table is copied
  *       there, fully compacted by Paimon and the copy is read. Answer: {@code fields}, {@code
  *       rows} (row kinds included), {@code level0Files} (of the latest snapshot: Paimon's batch
- *       scan skips level-0 files of deletion-vector and first-row tables).
+ *       scan skips level-0 files of deletion-vector and first-row tables), {@code nonZeroLevels}
+ *       (the most distinct non-zero levels in one bucket of the splits read).
  *   <li>{@code changelog}: {@code warehouse, table, from}: Paimon's streaming read from snapshot
  *       {@code from} (scan.mode = from-snapshot) to the latest snapshot: {@code rows}, each {@code
  *       [snapshot id, row kind, values...]}.
@@ -444,11 +445,29 @@ public final class PaimonTableRunner {
                 }
             }
         }
+        // The most distinct non-zero levels one bucket of the read holds (the lookup rule picks
+        // a key's lowest one: a reader merging every level differs only where there are two).
+        int nonZeroLevels = 0;
+        for (Split split : splits) {
+            if (split instanceof DataSplit) {
+                nonZeroLevels =
+                        Math.max(
+                                nonZeroLevels,
+                                (int)
+                                        ((DataSplit) split)
+                                                .dataFiles().stream()
+                                                        .mapToInt(DataFileMeta::level)
+                                                        .filter(l -> l > 0)
+                                                        .distinct()
+                                                        .count());
+            }
+        }
         ObjectNode out = JSON.createObjectNode();
         ArrayNode names = out.putArray("fields");
         fields.forEach(f -> names.add(f.name()));
         out.set("rows", rows);
         out.put("level0Files", level0);
+        out.put("nonZeroLevels", nonZeroLevels);
         return out;
     }
 
