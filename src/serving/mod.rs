@@ -56,6 +56,7 @@ use crate::serving::source::Given;
 /// `serving_build`: a Paimon mart table makes a mart-only replica (`replica`), a Fluss table a
 /// fact layer by union read (`stream_source`), anything else a fact layer (`layer`). Runs inside
 /// `tx`, left open for the caller to commit.
+#[allow(clippy::too_many_arguments)]
 pub fn build(
     conn: &Connection,
     raw: &str,
