@@ -558,7 +558,8 @@ def check_changelog(java: JavaPaimon, con, w: Written, cols: list[str], key_idx:
             in message
         )
         assert (
-            "(reading changes across a schema change such as an added, dropped or renamed column is not supported)" in message
+            "(reading changes across a schema change such as an added, dropped or renamed column "
+            "is not supported)" in message
         )
         start = min(s for s, schema in schemas.items() if schema == schemas[w.latest])
     got = con.execute(sql, [w.path, start]).fetchall()
