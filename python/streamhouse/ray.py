@@ -16,6 +16,12 @@ The mart table: `company STRING NOT NULL, order_day DATE NOT NULL, revenue DECIM
 BIGINT`, primary key (company, order_day), merge engine deduplicate, fixed buckets; created on the
 first build. An existing table of any other shape is refused, naming the table and the difference.
 
+The commit says which fact state the mart is the mart of, as every streamhouse publisher's does: its
+commit user is `streamhouse.ray_build_mart.fact_snapshot=<id>.fact_commit_ms=<ms>` (the fact
+snapshot read and its commit time; `$snapshots.commit_user` in any engine), which a replica serving
+the mart shows as `fact_snapshot` / `fact_commit_time` in `serving_status` and checks itself against
+with `serving_reconcile(fact := ...)`.
+
 Rows the serving layer refuses are refused here too, before anything is written: a merged order
 whose company, order_day or revenue is NULL fails the job naming the column and the order_id.
 
@@ -74,10 +80,22 @@ class MartBuild:
     groups: int  # (company, order_day) groups written: the whole mart
     orders: int  # merged fact orders aggregated
     fact_snapshot: int | None  # the fact snapshot read (None: the fact has no snapshot yet)
+    commit_user: str  # the mart commit's commit user: which fact state it reflects (see the module doc)
     elapsed_s: float
     reader: str  # "native" (pypaimon-rust), "python" (pypaimon's pure-Python fallback), "none" (no split)
     read_tasks: int  # Ray read tasks that ran
     read_nodes: int  # distinct cluster nodes those read tasks ran on
+
+
+def _commit_user(fact_snapshot: int | None, fact_commit_ms: int | None) -> str:
+    """The mart commit's commit user: the extension's fact mark (src/core/fact_mark.rs), the same
+    for every streamhouse publisher so that one replica reads them all."""
+    parts = ["streamhouse", "ray_build_mart"]
+    if fact_snapshot is not None:
+        parts.append(f"fact_snapshot={int(fact_snapshot)}")
+    if fact_commit_ms is not None:
+        parts.append(f"fact_commit_ms={int(fact_commit_ms)}")
+    return ".".join(parts)
 
 
 def _require(module: str):
@@ -432,6 +450,7 @@ def build_mart(fact: str, mart: str, *, options: dict | None = None, address: st
     _check_fact(fact_table, fact_loc)
     latest = fact_table.snapshot_manager().get_latest_snapshot()
     fact_snapshot = latest.id if latest is not None else None
+    commit_user = _commit_user(fact_snapshot, latest.time_millis if latest is not None else None)
     # Both checked before Ray runs anything; the mart table is created only once its rows are ready.
     mart_table = _existing_mart(mart_catalog, mart_loc, storage)
 
@@ -467,6 +486,8 @@ def build_mart(fact: str, mart: str, *, options: dict | None = None, address: st
             mart_table = _create_mart(mart_catalog, mart_loc)
         with _storage_said(mart_loc, "mart", storage):
             write = mart_table.new_batch_write_builder().overwrite()
+            # The builder's public attribute, read by new_write and new_commit (pypaimon 2.1.0).
+            write.commit_user = commit_user
             writer, committer = write.new_write(), write.new_commit()
             try:
                 writer.write_arrow(mart_rows)
@@ -511,6 +532,7 @@ def build_mart(fact: str, mart: str, *, options: dict | None = None, address: st
         groups=groups,
         orders=orders,
         fact_snapshot=fact_snapshot,
+        commit_user=commit_user,
         elapsed_s=round(time.monotonic() - started, 3),
         reader=reader,
         read_tasks=len(tasks),

@@ -1,8 +1,9 @@
 //! `serving_follow(source VARCHAR, every := INTERVAL, publish := VARCHAR)`: applies every new
 //! snapshot of the Paimon table the layer was built from, in the background, one atomic refresh
 //! per apply, and with `publish` writes the mart to that Paimon mart table after every apply (as
-//! `serving_publish` does; the call's `options` serve both tables). Calling it again replaces
-//! the follower. Returns what is followed and where it publishes.
+//! `serving_publish` does; the call's `options` serve both tables) — the first time before the
+//! call returns, so a target serving_publish would refuse is refused here, the running follower
+//! kept. Calling it again replaces the follower. Returns what is followed and where it publishes.
 
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use super::glue::table::RowsFunction;
 use crate::core::error::{Error, Result};
 use crate::core::source::Origin;
 use crate::host::session::Role;
+use crate::serving::meta::generation;
 use crate::serving::{follow, publish};
 
 pub struct ServingFollow;
@@ -96,9 +98,23 @@ impl RowsFunction for ServingFollow {
         let publish = match ctx.call.named.get(1).cloned().flatten() {
             Some(target) => {
                 // A target the sandbox forbids is refused now, not by every apply in the background.
-                crate::lake::check_tree(&access.sandbox, Self::NAME, &publish::target_path(&target)?)?;
-                let target = target.trim().to_string();
-                Some(follow::PublishTo { target, options: access.options.clone(), last: ctx.db.published.clone() })
+                crate::lake::check_tree(&access.sandbox, Self::NAME, &publish::target_path(Self::NAME, &target)?)?;
+                let mut to = follow::PublishTo {
+                    target: target.trim().to_string(),
+                    options: access.options.clone(),
+                    last: ctx.db.published.clone(),
+                    published: None,
+                };
+                // The first publish is made now, in the writer's turn as serving_publish makes
+                // it: a target it refuses (not a mart table, the layer's own source, a path that
+                // cannot be created) fails this call, and the follower running (if any) is kept.
+                let (published, _) =
+                    ctx.db.session.write(Self::NAME, &ctx.call.search_path, ctx.call.wait, |conn, _| {
+                        publish::publish(conn, Self::NAME, &to.target, &access, &to.last)?;
+                        generation(conn, Self::NAME)
+                    })?;
+                to.published = published;
+                Some(to)
             }
             None => None,
         };

@@ -32,7 +32,7 @@ impl RowsFunction for ServingPublish {
     fn write(ctx: &Ctx, _tx: &mut Transaction) -> Result<Vec<Vec<Cell>>> {
         let access =
             ctx.db.lake_access(&ctx.call.access, Origin::lake_path(&ctx.call.arg, &ctx.call.access.sandbox).as_deref());
-        let s = publish::publish(ctx.conn, &ctx.call.arg, &access, &ctx.db.published)?;
+        let s = publish::publish(ctx.conn, Self::NAME, &ctx.call.arg, &access, &ctx.db.published)?;
         Ok(vec![vec![s.target.into(), s.snapshot.into(), s.upserted.into(), s.deleted.into(), s.elapsed_ms.into()]])
     }
 }

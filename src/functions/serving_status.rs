@@ -10,6 +10,11 @@
 //! the layer is current: alert on `lag_ms`, not on it. `data_as_of` is the commit time of the snapshot served; `history` says why it is no longer
 //! the table's, `rebuilt_because` why a refresh or follower last rebuilt the layer.
 //! `published_to` / `published_snapshot`: this process's last `serving_publish` (memory only).
+//! `fact_snapshot` / `fact_commit_time`: which fact state the served mart reflects
+//! (`serving::freshness`): a fact layer's own lake snapshot and its commit time (for a source
+//! without snapshots, none and the time the layer last read it); on a replica what the mart
+//! table's snapshot it serves carries, written there by the publisher — a replica's `lag_ms`
+//! is then measured from that fact commit time (see `alert_lag`).
 
 use duckdb::core::LogicalTypeId;
 
@@ -18,9 +23,10 @@ use super::glue::table::RowsFunction;
 use crate::core::error::{Error, Result};
 use crate::core::source::Origin;
 use crate::host::session::Role;
-use crate::serving::follow;
 use crate::serving::meta::now_micros;
+use crate::serving::served::Mode;
 use crate::serving::status::{self, Status};
+use crate::serving::{follow, freshness};
 
 pub struct ServingStatus;
 
@@ -28,13 +34,17 @@ pub struct ServingStatus;
 /// follower's last look; otherwise how long the oldest change not served has waited — for a
 /// Paimon source the age of its oldest unapplied commit, for a Fluss source the time since the
 /// follower last caught up — and, while the follower fails, at least the time since its last
-/// successful look (or since it started, if none succeeded). None when it cannot be known (not a lake or stream source, the source
-/// unreachable from a layer nobody follows).
+/// successful look (or since it started, if none succeeded). None when it cannot be known (not a lake or
+/// stream source, the source unreachable from a layer nobody follows). On a replica whose mart carries the
+/// fact's commit time (`replica_fact_millis`) it is at least the age of that fact state: the replica
+/// cannot see the fact, only how old the fact state it serves is, so a replica of a stopped publisher
+/// never reports 0 (and one of a quiet fact grows too).
 fn alert_lag(
     lag: &follow::Lag,
     stream: Option<(i64, Option<i64>)>,
     following: &Option<String>,
     progress: &follow::Progress,
+    replica_fact_millis: Option<i64>,
 ) -> Option<i64> {
     let now_ms = now_micros() / 1000;
     let since_ok = progress.last_ok_at.or(progress.started_at).map(|at| (now_ms - at / 1000).max(0));
@@ -42,6 +52,10 @@ fn alert_lag(
         Some((_, Some(0))) => Some(0),
         Some(_) => since_ok,
         None => lag.millis,
+    };
+    let waiting = match replica_fact_millis {
+        Some(fact_ms) => Some(waiting.unwrap_or(0).max(now_ms - fact_ms).max(0)),
+        None => waiting,
     };
     match (following, progress.failing) {
         (Some(_), true) => Some(waiting.unwrap_or(0).max(since_ok.unwrap_or(0))),
@@ -101,6 +115,8 @@ impl RowsFunction for ServingStatus {
         ("lag_records", LogicalTypeId::Bigint),
         ("last_checked_at", LogicalTypeId::TimestampTZ),
         ("stream_read", LogicalTypeId::Varchar),
+        ("fact_snapshot", LogicalTypeId::Bigint),
+        ("fact_commit_time", LogicalTypeId::TimestampTZ),
     ];
     const ROLE: Role = Role::Reader;
 
@@ -145,7 +161,9 @@ impl RowsFunction for ServingStatus {
             })
             .unwrap_or_default();
         let stream = stream_lag(&s, &ctx.call.access);
-        let lag_ms = alert_lag(&lag, stream, &following, &progress);
+        let fact = freshness::layer_mark(ctx.conn, Self::NAME)?;
+        let replica_fact_millis = fact.commit_millis.filter(|_| s.mode == Mode::Mart);
+        let lag_ms = alert_lag(&lag, stream, &following, &progress, replica_fact_millis);
         let published = ctx.db.published.get().clone();
         let ts = |v: Option<i64>| v.map_or(Cell::Null, Cell::Timestamp);
         // A layer whose snapshot is no longer the table's history is never reported as fresh:
@@ -188,6 +206,8 @@ impl RowsFunction for ServingStatus {
             stream.and_then(|(_, behind)| behind).into(),
             ts(progress.last_checked_at),
             s.stream_read.into(),
+            fact.snapshot.into(),
+            fact.commit_millis.map_or(Cell::Null, |ms| Cell::Timestamp(ms * 1000)),
         ]])
     }
 }

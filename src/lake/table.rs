@@ -286,6 +286,13 @@ impl LakeTable {
         Ok(snapshot.time_millis() as i64)
     }
 
+    /// Who committed snapshot `id` (its `commitUser`: what a publisher says of the fact it
+    /// reflects, `core::fact_mark`).
+    pub fn commit_user(&self, id: i64) -> Result<String> {
+        let snapshot = self.place.block_on(self.remote, self.table.snapshot_manager().get_snapshot(id))?;
+        Ok(snapshot.commit_user().to_string())
+    }
+
     /// The commit kind of snapshot `id` (`APPEND`, `COMPACT`, `OVERWRITE`, ...).
     pub fn commit_kind(&self, id: i64) -> Result<String> {
         let snapshot = self.place.block_on(self.remote, self.table.snapshot_manager().get_snapshot(id))?;

@@ -139,24 +139,30 @@ impl LakeTable {
     }
 
     /// Writes `rows` (the table's columns, in its order), each with the kind at its index, as
-    /// one Paimon commit. With `replace`, the commit replaces the table's whole content with
-    /// `rows` (an OVERWRITE snapshot; its files are the only live ones after it). Returns the
-    /// table's latest snapshot after the commit.
-    pub fn commit(&self, rows: &Batch60, kinds: &[RowKind], replace: bool) -> Result<Option<i64>> {
+    /// one Paimon commit by `commit_user` (what the snapshot records as its writer:
+    /// `core::fact_mark`). With `replace`, the commit replaces the table's whole content with
+    /// `rows` (an OVERWRITE snapshot; its files are the only live ones after it); without, no
+    /// rows still make a snapshot (an empty APPEND, as a streaming writer's checkpoint with no
+    /// data makes: it moves what the latest snapshot says, nothing else). Every commit is a
+    /// batch commit (identifier Long.MAX_VALUE, never filtered against earlier ones). Returns
+    /// the table's latest snapshot after the commit.
+    pub fn commit(&self, rows: &Batch60, kinds: &[RowKind], replace: bool, commit_user: &str) -> Result<Option<i64>> {
         if rows.num_rows() != kinds.len() {
             return Err(Error::internal(self.place.function, "a row kind for every row"));
         }
         let batch = with_kinds(rows, kinds).map_err(|e| self.place.err(e))?;
         self.place.block_on(self.remote, async {
-            let builder = self.table.new_write_builder();
+            let builder = self.table.new_write_builder().with_commit_user(commit_user)?;
             let builder = if replace { builder.with_overwrite() } else { builder };
             let mut write = builder.new_write()?;
-            write.write_arrow_batch(&batch).await?;
+            if batch.num_rows() > 0 {
+                write.write_arrow_batch(&batch).await?;
+            }
             let messages = write.prepare_commit().await?;
             if replace {
                 builder.new_commit().overwrite(messages, None).await
             } else {
-                builder.new_commit().commit(messages).await
+                builder.new_commit().with_ignore_empty_commit(false).commit(messages).await
             }
         })?;
         self.latest_snapshot()

@@ -22,7 +22,7 @@ use crate::host::session::Session;
 use crate::host::settings;
 use crate::host::transaction::Transaction;
 use crate::lake::{Access, LakeOptions, LakeTable};
-use crate::serving::meta::{not_built, now_micros};
+use crate::serving::meta::{self, not_built, now_micros};
 use crate::serving::publish::{self, LastPublish};
 use crate::serving::served::{self, Mode};
 use crate::serving::{history, refresh, replica};
@@ -57,6 +57,8 @@ pub struct PublishTo {
     pub target: String,
     pub options: LakeOptions,
     pub last: LastPublish,
+    /// The layer state (`serving_meta.generation`) the call already published, if it did.
+    pub published: Option<i64>,
 }
 
 /// A running follower of one Paimon table.
@@ -174,14 +176,19 @@ fn wait(pause: Duration, stop: &AtomicBool, session: &Weak<Session>) -> bool {
     }
 }
 
-/// Publishes the mart after an apply (or after a failed publish, until one succeeds).
-fn publish_once(conn: &Connection, to: &PublishTo) -> Result<()> {
+/// Publishes the layer's state `now` (its generation) unless it is the one last published:
+/// after an apply, after a failed publish (until one succeeds), and at the start when the layer
+/// moved since the call's own publish (the follower it replaces applied meanwhile). Returns the
+/// state published.
+fn publish_once(conn: &Connection, to: &PublishTo, last: Option<i64>) -> Result<Option<i64>> {
+    let now = meta::generation(conn, "serving_follow")?;
+    if now.is_some() && now == last {
+        return Ok(last);
+    }
     let access = Access { sandbox: settings::sandbox(conn)?, options: to.options.clone() };
-    publish::publish(conn, &to.target, &access, &to.last).map(|_| ())
+    publish::publish(conn, "serving_follow", &to.target, &access, &to.last).map(|_| now)
 }
 
-/// Starts following `source` (already checked) every `every`, publishing to `publish` after
-/// every apply (and once at the start, so the table reflects the layer from then on).
 /// What a follower applies at each tick: a Paimon table's new snapshots, or a Fluss table's new
 /// changelog records. Returns what was applied (a snapshot id, a log position), None when nothing.
 pub type Apply = Box<dyn FnMut(&Connection) -> Result<Option<i64>> + Send>;
@@ -191,6 +198,8 @@ pub fn lake_apply(source: String, path: String, options: LakeOptions) -> Apply {
     Box::new(move |c| apply_once(c, &source, &path, &options))
 }
 
+/// Starts following `source` (already checked) every `every`, publishing to `publish` after
+/// every apply that moved the layer (and at the start, unless the call published this state).
 pub fn start(
     session: &Arc<Session>,
     source: String,
@@ -209,20 +218,19 @@ pub fn start(
         .spawn(move || {
             let mut pause = Duration::ZERO;
             let mut failures = 0u32;
-            let mut unpublished = publish.is_some();
+            let mut published = publish.as_ref().and_then(|p| p.published);
             while wait(pause, &stop2, &weak) {
                 let Some(session) = weak.upgrade() else { return };
                 // Never queued behind a build or refresh: if the writer is busy, look again at
                 // the next tick (so unfollow and the database's close never wait on a queue).
                 let Some(outcome) = session.try_writer(&search_path, |c| {
                     let applied = apply(c)?;
-                    unpublished |= applied.is_some();
                     // A failed publish does not undo the apply: both are reported.
-                    let published = match &publish {
-                        Some(to) if unpublished => publish_once(c, to).map(|()| unpublished = false),
-                        _ => Ok(()),
+                    let done = match &publish {
+                        Some(to) => publish_once(c, to, published).map(|now| published = now),
+                        None => Ok(()),
                     };
-                    Ok((applied, published))
+                    Ok((applied, done))
                 }) else {
                     pause = every;
                     continue;
@@ -230,7 +238,7 @@ pub fn start(
                 drop(session);
                 let mut p = progress2.lock().unwrap_or_else(|p| p.into_inner());
                 let failed = match outcome {
-                    Ok((applied, published)) => {
+                    Ok((applied, done)) => {
                         if applied.is_some() {
                             if let Some(session) = weak.upgrade() {
                                 session.wrote_in_background();
@@ -238,7 +246,7 @@ pub fn start(
                             p.last_applied = applied;
                             p.applies += 1;
                         }
-                        published.err()
+                        done.err()
                     }
                     Err(Error::Closed) => return,
                     Err(e) => Some(e),

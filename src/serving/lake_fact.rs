@@ -1,6 +1,6 @@
 //! A Paimon fact table answering for the layer without being loaded: its merged state (latest
-//! snapshot) aggregated into a mart while its batches stream past, so memory grows with the
-//! groups, never with the fact. `serving_reconcile(fact := ...)` compares the served mart with
+//! snapshot, or the one a replica's mart reflects) aggregated into a mart while its batches
+//! stream past, so memory grows with the groups, never with the fact. `serving_reconcile(fact := ...)` compares the served mart with
 //! it (`reconcile`); `serving_olap(company, fact := ...)` asks it the dashboard's question. How a
 //! mart-only replica, which holds no `fct_orders`, checks itself.
 
@@ -13,6 +13,8 @@ use duckdb::Connection;
 
 use crate::core::dashboard::{DashboardQuery, Relation};
 use crate::core::error::{Error, Result};
+use crate::core::fact_mark::FactMark;
+use crate::core::lineage;
 use crate::core::mart::{Group, Mart};
 use crate::core::schema;
 use crate::core::source::Origin;
@@ -21,16 +23,20 @@ use crate::serving::publish::mart_batch;
 use crate::serving::read;
 use crate::serving::source::duckdb_type_name;
 
-/// The mart of a Paimon fact table's merged state (latest snapshot), aggregated while its
-/// batches stream past: memory grows with the groups, never with the fact. The fact's columns
-/// are checked against the serving contract as a build checks them; a NULL company, day or
-/// revenue is refused naming the source. With `only`, the groups of that company alone.
+/// The mart of a Paimon fact table's merged state, aggregated while its batches stream past:
+/// memory grows with the groups, never with the fact. The state is the latest snapshot, or,
+/// when `at` names one (the fact state a replica's mart reflects, `freshness`), that snapshot —
+/// refused, saying why, when the table's snapshot of that id is not the one the publisher read
+/// (expired, rolled back, another table). The fact's columns are checked against the serving
+/// contract as a build checks them; a NULL company, day or revenue is refused naming the
+/// source. With `only`, the groups of that company alone.
 pub fn lake_fact_mart(
     conn: &Connection,
     function: &'static str,
     raw: &str,
     access: &Access,
     only: Option<&str>,
+    at: &FactMark,
 ) -> Result<(Mart, Option<i64>)> {
     let path = match Origin::of(raw, &access.sandbox)? {
         Origin::Lake(path) => path,
@@ -49,7 +55,20 @@ pub fn lake_fact_mart(
         table.schema()?.fields().iter().map(|f| (f.name().clone(), duckdb_type_name(f.data_type()))).collect();
     let columns = schema::match_columns(raw, &described)?;
     let projection = vec![columns.company.clone(), columns.order_day.clone(), columns.revenue.clone()];
-    let scan = table.scan(None, None, Some(projection))?;
+    if let Some(id) = at.snapshot {
+        if let Some(why) = lineage::judge(id, at.commit_millis, &table.observe(id)?) {
+            return Err(Error::Refused {
+                function,
+                problem: format!(
+                    "the replica's mart reflects snapshot {id} of its fact (as its publisher recorded), but in '{raw}' \
+                     {why}; either '{raw}' is not the table the mart was published from, or the replica can be \
+                     checked once its publisher has published the fact's current state (serving_status shows \
+                     fact_snapshot)"
+                ),
+            });
+        }
+    }
+    let scan = table.scan(at.snapshot, None, Some(projection))?;
     let snapshot = scan.snapshot;
     // DuckDB's `threads` as our connection sees it (global, so the caller's too).
     let threads = crate::host::settings::threads(conn).map_or(1, |n| n.max(1) as usize);
@@ -115,7 +134,7 @@ pub fn olap_from_lake(
     fact: &str,
     access: &Access,
 ) -> Result<read::DayRevenue> {
-    let (mart, _) = lake_fact_mart(conn, "serving_olap", fact, access, Some(company))?;
+    let (mart, _) = lake_fact_mart(conn, "serving_olap", fact, access, Some(company), &FactMark::default())?;
     let failed = |e: duckdb::Error| Error::duckdb("serving_olap: staging the lake fact's groups", &e);
     conn.execute_batch(&format!(
         "CREATE OR REPLACE TEMP TABLE {OLAP_STAGE} (company VARCHAR, order_day DATE, revenue DECIMAL(38, 0), \

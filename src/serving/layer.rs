@@ -322,7 +322,7 @@ pub fn build_from(
     conn.execute(
         &format!(
             "INSERT INTO {} VALUES (make_timestamp(?), ?, NULL, NULL, 0, ?, NULL, NULL, (SELECT count(*) FROM {}), ?, ?, ?, \
-             'fact', ?, NULL, ?, NULL, NULL, NULL)",
+             'fact', ?, NULL, ?, NULL, NULL, NULL, NULL, NULL)",
             place.of(META),
             place.of(FACT)
         ),

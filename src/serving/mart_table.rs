@@ -10,9 +10,9 @@ use duckdb::Connection;
 
 use crate::core::error::Result;
 use crate::core::mart::{Group, Mart};
-use crate::core::schema::{Place, COUNTS, MART, META};
+use crate::core::schema::{Place, COUNTS, MART};
 use crate::host::transaction::in_transaction;
-use crate::serving::meta::{not_built, require_built, served_place};
+use crate::serving::meta::{generation, not_built, require_built, served_place};
 use crate::serving::read::{batches, column};
 
 /// The marts of recent refreshes, by the generation each wrote into serving_meta. A refresh
@@ -76,13 +76,15 @@ pub fn read_mart(conn: &Connection, place: &Place) -> Result<Mart> {
 /// serving_meta's generation vouches for it, else read from the tables.
 pub fn current_mart(conn: &Connection, function: &'static str) -> Result<Arc<Mart>> {
     require_built(conn, function)?;
-    in_transaction(conn, || {
-        let generation: Option<i64> = conn
-            .query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get(0))
-            .map_err(|e| not_built(function, e))?;
-        if let Some(warm) = generation.and_then(cached_mart) {
-            return Ok(warm.mart);
-        }
-        Ok(Arc::new(read_mart(conn, &served_place(conn, function)?)?))
-    })
+    in_transaction(conn, || mart_in_transaction(conn, function).map(|(mart, _)| mart))
+}
+
+/// `current_mart` inside a transaction the caller holds (to read more of the same state), with
+/// the generation that vouches for it.
+pub fn mart_in_transaction(conn: &Connection, function: &'static str) -> Result<(Arc<Mart>, Option<i64>)> {
+    let generation = generation(conn, function)?;
+    if let Some(warm) = generation.and_then(cached_mart) {
+        return Ok((warm.mart, generation));
+    }
+    Ok((Arc::new(read_mart(conn, &served_place(conn, function)?)?), generation))
 }

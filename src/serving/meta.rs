@@ -33,6 +33,12 @@ pub fn new_generation() -> i64 {
     (h.finish() >> 1) as i64
 }
 
+/// Which state of the layer serving_meta describes (`new_generation`; NULL on a layer of an
+/// older release).
+pub fn generation(conn: &Connection, function: &'static str) -> Result<Option<i64>> {
+    conn.query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get(0)).map_err(|e| not_built(function, e))
+}
+
 /// The catalog and schema a build writes into: the session's current ones (where an
 /// unqualified CREATE TABLE would land).
 pub fn current_place(conn: &Connection) -> Result<Place> {
@@ -105,7 +111,7 @@ pub fn recorded_source(raw: &str, lake: Option<&str>) -> String {
 }
 
 /// Bookkeeping columns added after the first release of the serving layout.
-const LATER_COLUMNS: [&str; 11] = [
+const LATER_COLUMNS: [&str; 13] = [
     "serving_catalog",
     "serving_schema",
     "generation",
@@ -117,6 +123,8 @@ const LATER_COLUMNS: [&str; 11] = [
     "stream_position",
     "stream_lake",
     "stream_read",
+    "fact_snapshot",
+    "fact_commit_millis",
 ];
 
 /// DuckDB's error about the layer's tables as what it means: not built yet (a serving table is

@@ -13,6 +13,7 @@
 //! - Keeping fresh and checking: `refresh` (a change set applied), `delta` (a Paimon table's new
 //!   snapshots as a change set), `history` (whether the lake snapshot held is still the table's),
 //!   `follow` (the background follower), `publish` (the mart to a Paimon mart table),
+//!   `freshness` (which fact state the mart reflects, carried by a publish, shown by status),
 //!   `reconcile` (the mart against a fact), `status` (what the layer says of itself).
 //! - `handoff` passes Rust-made rows to DuckDB.
 //!
@@ -20,6 +21,7 @@
 
 pub mod delta;
 pub mod follow;
+pub mod freshness;
 pub mod handoff;
 pub mod history;
 pub mod lake_fact;

@@ -11,6 +11,12 @@
 //! first publish, a reopen) it is read back from the lake instead, so after every publish the
 //! table holds exactly this layer's mart. Nothing local changes; a failed publish commits
 //! nothing to the lake.
+//!
+//! Every commit carries which fact state the mart is the mart of (`freshness`, in the commit
+//! user: `core::fact_mark`), so a replica knows how fresh it is. When the fact moved but the
+//! mart did not (a fact compaction, a correction that changes no group), the publish still
+//! commits — an empty APPEND — so the table never claims an older fact state than it holds.
+//! The table the layer is built from is never a target.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -22,14 +28,16 @@ use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::Connection;
 
 use crate::core::error::{Error, Result};
+use crate::core::fact_mark::{self, FactMark};
 use crate::core::location::same_table;
 use crate::core::mart::{Group, Mart};
+use crate::core::schema::META;
+use crate::core::source::Origin;
 use crate::core::tier::{MART_COLUMNS, MART_KEY, MART_OPTIONS};
 use crate::lake::{Access, LakeTable, NewTable, RowKind};
+use crate::serving::freshness::layer_mark;
 use crate::serving::mart_table::current_mart;
-use crate::serving::meta::elapsed_ms;
-
-const FUNCTION: &str = "serving_publish";
+use crate::serving::meta::{elapsed_ms, not_built};
 
 /// The table a first publish creates.
 const MART_TABLE: NewTable<'static> =
@@ -50,6 +58,8 @@ pub struct Published {
     /// The table's latest snapshot right after the publish.
     pub snapshot: Option<i64>,
     mart: Arc<Mart>,
+    /// The fact state the publish's snapshot carries.
+    mark: FactMark,
     /// Incremental commits made since the table was last written whole.
     since_rewrite: u32,
 }
@@ -75,12 +85,13 @@ pub struct PublishSummary {
 }
 
 /// The table directory or URL a target names: `paimon:<dir>`, `s3://...`, or a directory.
-pub fn target_path(target: &str) -> Result<String> {
+/// `function` is the one publishing (`serving_publish`, `serving_follow`), named by its errors.
+pub fn target_path(function: &'static str, target: &str) -> Result<String> {
     let t = target.trim();
     let path = t.strip_prefix("paimon:").unwrap_or(t).trim();
     if path.is_empty() {
         return Err(Error::Refused {
-            function: FUNCTION,
+            function,
             problem: format!(
                 "the target '{target}' names no table: give paimon:<table directory> or s3://bucket/path/to/table"
             ),
@@ -89,10 +100,35 @@ pub fn target_path(target: &str) -> Result<String> {
     Ok(path.to_string())
 }
 
+/// Refuses the table the layer is built from as a target: a fact table would be refused as not
+/// a mart table anyway, but a replica's own mart table would be written with what it read.
+fn refuse_own_source(
+    conn: &Connection,
+    function: &'static str,
+    target: &str,
+    path: &str,
+    access: &Access,
+) -> Result<()> {
+    let source: Option<String> =
+        conn.query_row(&format!("SELECT source FROM {META}"), [], |r| r.get(0)).map_err(|e| not_built(function, e))?;
+    let own =
+        source.as_deref().and_then(|s| Origin::lake_path(s, &access.sandbox)).is_some_and(|s| same_table(&s, path));
+    if own {
+        return Err(Error::Refused {
+            function,
+            problem: format!(
+                "'{target}' is the table the serving layer is built from ({}); publish the mart to another path",
+                source.unwrap_or_default()
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Refuses a table that is not a mart table: another key, other columns or another merge engine.
-fn check_shape(table: &LakeTable, target: &str) -> Result<()> {
+fn check_shape(function: &'static str, table: &LakeTable, target: &str) -> Result<()> {
     let refuse = |problem: String| Error::Refused {
-        function: FUNCTION,
+        function,
         problem: format!(
             "'{target}' {problem}; a mart table has columns {} with primary key ({}) and the deduplicate merge \
              engine (paimon_mart_ddl); publish to another path",
@@ -123,15 +159,15 @@ fn check_shape(table: &LakeTable, target: &str) -> Result<()> {
 
 /// Reads a mart table's groups (its latest snapshot). A NULL revenue or count is kept as a
 /// value no layer ever holds, so the next publish rewrites that group.
-fn read_table(table: &LakeTable) -> Result<Mart> {
+fn read_table(function: &'static str, table: &LakeTable) -> Result<Mart> {
     let scan = table.scan(None, None, Some(MART_COLUMNS.iter().map(|(c, _)| c.to_string()).collect()))?;
     let mut batches = Vec::new();
     for batch in scan.stream(1) {
-        batches.push(typed(&batch?)?);
+        batches.push(typed(function, &batch?)?);
     }
     let mut groups = Vec::with_capacity(batches.iter().map(|b| b.num_rows()).sum());
     for b in &batches {
-        let (company, day, revenue, orders) = columns(b)?;
+        let (company, day, revenue, orders) = columns(function, b)?;
         for i in 0..b.num_rows() {
             let revenue = if revenue.is_valid(i) { revenue.value(i) } else { i128::MIN };
             let orders = if orders.is_valid(i) { orders.value(i) } else { i64::MIN };
@@ -142,8 +178,8 @@ fn read_table(table: &LakeTable) -> Result<Mart> {
 }
 
 /// The four mart columns cast to the types the mart is compared and written in.
-fn typed(batch: &RecordBatch) -> Result<RecordBatch> {
-    let failed = |e: duckdb::arrow::error::ArrowError| Error::internal(FUNCTION, e.to_string());
+fn typed(function: &'static str, batch: &RecordBatch) -> Result<RecordBatch> {
+    let failed = |e: duckdb::arrow::error::ArrowError| Error::internal(function, e.to_string());
     let columns: Vec<ArrayRef> = batch
         .columns()
         .iter()
@@ -169,8 +205,8 @@ fn schema() -> Arc<Schema> {
 
 type Columns<'a> = (&'a StringArray, &'a Date32Array, &'a Decimal128Array, &'a Int64Array);
 
-fn columns(b: &RecordBatch) -> Result<Columns<'_>> {
-    let wrong = || Error::internal(FUNCTION, "a mart batch of unexpected types");
+fn columns<'a>(function: &'static str, b: &'a RecordBatch) -> Result<Columns<'a>> {
+    let wrong = || Error::internal(function, "a mart batch of unexpected types");
     Ok((
         b.column(0).as_any().downcast_ref().ok_or_else(wrong)?,
         b.column(1).as_any().downcast_ref().ok_or_else(wrong)?,
@@ -183,14 +219,14 @@ fn columns(b: &RecordBatch) -> Result<Columns<'_>> {
 pub fn mart_batch(groups: &[Group<'_>]) -> Result<RecordBatch> {
     let revenue = Decimal128Array::from(groups.iter().map(|g| g.revenue).collect::<Vec<_>>())
         .with_precision_and_scale(38, 0)
-        .map_err(|e| Error::internal(FUNCTION, e.to_string()))?;
+        .map_err(|e| Error::internal("serving", e.to_string()))?;
     let columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from(groups.iter().map(|g| g.company).collect::<Vec<_>>())),
         Arc::new(Date32Array::from(groups.iter().map(|g| g.day).collect::<Vec<_>>())),
         Arc::new(revenue),
         Arc::new(Int64Array::from(groups.iter().map(|g| g.orders).collect::<Vec<_>>())),
     ];
-    RecordBatch::try_new(schema(), columns).map_err(|e| Error::internal(FUNCTION, e.to_string()))
+    RecordBatch::try_new(schema(), columns).map_err(|e| Error::internal("serving", e.to_string()))
 }
 
 /// The rows of a commit: upserts as they are now, deletes as they were (Paimon deletes by key).
@@ -203,41 +239,62 @@ fn rows(upserts: &[Group<'_>], deletes: &[Group<'_>]) -> Result<(RecordBatch, Ve
 }
 
 /// Publishes the layer's mart (as `conn` sees it) to `target`, creating the table on the first
-/// publish. `last` remembers what was published, for the next publish's diff.
-pub fn publish(conn: &Connection, target: &str, access: &Access, last: &LastPublish) -> Result<PublishSummary> {
+/// publish, as `function` (`serving_publish`, or `serving_follow` publishing after its applies:
+/// named by the errors and by the commits). `last` remembers what was published, for the next
+/// publish's diff.
+pub fn publish(
+    conn: &Connection,
+    function: &'static str,
+    target: &str,
+    access: &Access,
+    last: &LastPublish,
+) -> Result<PublishSummary> {
     let started = Instant::now();
-    let path = target_path(target)?;
-    let mart = current_mart(conn, FUNCTION)?;
-    let (table, _created) = LakeTable::open_or_create(FUNCTION, &path, access, &MART_TABLE)?;
-    check_shape(&table, target)?;
+    let path = target_path(function, target)?;
+    refuse_own_source(conn, function, target, &path, access)?;
+    let mart = current_mart(conn, function)?;
+    let mark = layer_mark(conn, function)?;
+    let user = fact_mark::commit_user(function, &mark);
+    let (table, _created) = LakeTable::open_or_create(function, &path, access, &MART_TABLE)?;
+    check_shape(function, &table, target)?;
     let latest = table.latest_snapshot()?;
     // What the table holds: what this database last published there, if nothing moved since.
     let known = last
         .get()
         .as_ref()
         .filter(|p| latest.is_some() && p.snapshot == latest && same_table(&p.path, &path))
-        .map(|p| (p.mart.clone(), p.since_rewrite));
+        .map(|p| (p.mart.clone(), p.since_rewrite, Some(p.mark)));
     // A table read back (first publish, or another writer moved it) may hold any history of
     // files: counted as due for a rewrite at the next change.
-    let (old, since_rewrite) = match known {
-        Some(k) => k,
-        None if latest.is_none() => (Arc::new(Mart::default()), 0),
-        None => (Arc::new(read_table(&table)?), REWRITE_AFTER),
+    let (old, since_rewrite, carried) = match (known, latest) {
+        (Some(k), _) => k,
+        (None, None) => (Arc::new(Mart::default()), 0, None),
+        (None, Some(id)) => (
+            Arc::new(read_table(function, &table)?),
+            REWRITE_AFTER,
+            fact_mark::read(&table.commit_user(id)?).map(|(_, m)| m),
+        ),
     };
     let changes = mart.changes_since(&old);
     let (snapshot, since_rewrite) = if changes.is_empty() {
-        (latest, since_rewrite)
+        if !fact_mark::supersedes(&mark, carried.as_ref()) {
+            (latest, since_rewrite)
+        } else {
+            // The same groups, but of a later fact state (or never said of which): said now.
+            let (batch, kinds) = rows(&[], &[])?;
+            (table.commit(&batch, &kinds, false, &user)?, since_rewrite)
+        }
     } else if since_rewrite >= REWRITE_AFTER && !mart.is_empty() {
         let all: Vec<Group<'_>> = mart.groups().collect();
         let (batch, kinds) = rows(&all, &[])?;
-        (table.commit(&batch, &kinds, true)?, 0)
+        (table.commit(&batch, &kinds, true, &user)?, 0)
     } else {
         let (batch, kinds) = rows(&changes.upserts, &changes.deletes)?;
-        (table.commit(&batch, &kinds, false)?, since_rewrite + 1)
+        (table.commit(&batch, &kinds, false, &user)?, since_rewrite + 1)
     };
     let (upserted, deleted) = (changes.upserts.len() as i64, changes.deletes.len() as i64);
     *last.get() =
-        Some(Published { target: target.trim().to_string(), path, snapshot, mart: mart.clone(), since_rewrite });
+        Some(Published { target: target.trim().to_string(), path, snapshot, mart: mart.clone(), mark, since_rewrite });
     Ok(PublishSummary {
         target: target.trim().to_string(),
         snapshot,

@@ -1,20 +1,22 @@
 //! Reconciling the served mart against a fact: the layer's own `fct_orders` (a fact layer), or
 //! a Paimon fact table's merged state aggregated while it streams (`lake_fact`; how a mart-only
-//! replica checks itself), as two-way differences; and the outcome recorded in serving_meta for
+//! replica checks itself, as of the fact snapshot its mart reflects), as two-way differences; and the outcome recorded in serving_meta for
 //! `serving_status`, unless the layer has moved on since.
 
 use duckdb::types::ValueRef;
 use duckdb::Connection;
 
 use crate::core::error::{Error, Result};
+use crate::core::fact_mark::FactMark;
 use crate::core::mart::Group;
 use crate::core::schema::META;
 use crate::host::transaction::in_transaction;
 use crate::lake::Access;
+use crate::serving::freshness::layer_mark;
 use crate::serving::lake_fact::lake_fact_mart;
-use crate::serving::mart_table::current_mart;
-use crate::serving::meta::{not_built, read_only, require_built, served_place};
-use crate::serving::served::{refuse_in_mart_mode, NEEDS_FACT};
+use crate::serving::mart_table::mart_in_transaction;
+use crate::serving::meta::{read_only, require_built, served_place};
+use crate::serving::served::{mode, refuse_in_mart_mode, Mode, NEEDS_FACT};
 
 /// One differing row of a reconciliation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,13 +100,23 @@ pub fn record_reconcile(conn: &Connection, r: Reconciled) -> Result<()> {
 
 /// `serving_reconcile(fact := ...)`: the served mart (with its counts) against the mart of a
 /// Paimon fact table aggregated while streaming it, as two-way differences like a fact layer's
-/// reconcile. Works in both modes; a replica has no other way to check itself.
+/// reconcile. Works in both modes; a replica has no other way to check itself, and is checked
+/// against the fact snapshot its mart reflects when its publisher recorded one (`freshness`).
 fn against_lake_fact(conn: &Connection, fact: &str, access: &Access) -> Result<(Vec<Difference>, Option<i64>)> {
-    let served = current_mart(conn, "serving_reconcile")?;
-    let generation: Option<i64> = conn
-        .query_row(&format!("SELECT generation FROM {META}"), [], |r| r.get(0))
-        .map_err(|e| not_built("serving_reconcile", e))?;
-    let (fresh, _snapshot) = lake_fact_mart(conn, "serving_reconcile", fact, access, None)?;
+    const FUNCTION: &str = "serving_reconcile";
+    require_built(conn, FUNCTION)?;
+    // One state: the mart, its generation and the fact state it reflects, read together. A
+    // replica is checked against that fact state, not the latest: lagging behind the fact is not
+    // a difference (serving_status reports it), a wrong mart is.
+    let (served, generation, at) = in_transaction(conn, || {
+        let (served, generation) = mart_in_transaction(conn, FUNCTION)?;
+        let at = match mode(conn, FUNCTION)? {
+            Mode::Mart => layer_mark(conn, FUNCTION)?,
+            Mode::Fact => FactMark::default(),
+        };
+        Ok((served, generation, at))
+    })?;
+    let (fresh, _snapshot) = lake_fact_mart(conn, "serving_reconcile", fact, access, None, &at)?;
     let side = |name: &str, groups: Vec<Group<'_>>| -> Vec<Difference> {
         groups
             .into_iter()

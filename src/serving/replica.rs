@@ -7,6 +7,9 @@
 //! groups only, from the snapshots' changes, when they are plain appends (what a publisher or a
 //! streaming job commits); the whole snapshot when one of them overwrote the table.
 //!
+//! Each build or apply records the fact state the mart snapshot it read carries (`freshness`):
+//! what serving_status shows and what serving_reconcile(fact := ...) reads the fact as of.
+//!
 //! Which mode a layer is in is decided in `served`; how a replica checks itself against the lake
 //! fact is `lake_fact`.
 
@@ -20,8 +23,9 @@ use crate::core::schema::{self, Place, COUNTS, FACT, MART, META};
 use crate::core::tier::MART_COLUMNS;
 use crate::host::transaction::Transaction;
 use crate::lake::{Access, LakeTable};
+use crate::serving::freshness::carried;
 use crate::serving::layer::{self, BuildSummary};
-use crate::serving::meta::{current_place, new_generation, now_micros, recorded_source};
+use crate::serving::meta::{current_place, new_generation, not_built, now_micros, recorded_source};
 use crate::serving::source::duckdb_type_name;
 
 /// The mart table's column names, in the order they are read.
@@ -193,6 +197,7 @@ pub fn build(
     started: Instant,
 ) -> Result<BuildSummary> {
     let snapshot = stage(conn, raw, table)?;
+    let fact = carried(table, snapshot)?;
     tx.run(conn, || {
         let place = current_place(conn)?;
         let recorded = recorded_source(raw, Some(table.path()));
@@ -202,7 +207,7 @@ pub fn build(
         conn.execute(
             &format!(
                 "INSERT INTO {} VALUES (make_timestamp(?), ?, NULL, NULL, 0, ?, NULL, NULL, \
-                 (SELECT coalesce(sum(orders), 0) FROM {STAGE}), ?, ?, ?, 'mart', ?, NULL, NULL, NULL, NULL, NULL)",
+                 (SELECT coalesce(sum(orders), 0) FROM {STAGE}), ?, ?, ?, 'mart', ?, NULL, NULL, NULL, NULL, NULL, ?, ?)",
                 place.of(META)
             ),
             duckdb::params![
@@ -212,7 +217,9 @@ pub fn build(
                 new_generation(),
                 place.catalog,
                 place.schema,
-                crate::serving::history::commit_millis(table, snapshot)?
+                crate::serving::history::commit_millis(table, snapshot)?,
+                fact.snapshot,
+                fact.commit_millis
             ],
         )
         .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
@@ -333,6 +340,7 @@ pub fn apply(
     } else {
         stage(conn, raw, &table)?
     };
+    let fact = carried(&table, snapshot)?;
     let mut tx = Transaction::new();
     let done = tx.run(conn, || {
         let place = current_place(conn)?;
@@ -345,7 +353,8 @@ pub fn apply(
             &format!(
                 "UPDATE {} SET refreshed_at = make_timestamp(?), refresh_source = source, refreshes = refreshes + 1, \
                  lake_snapshot = ?, fct_rows = (SELECT coalesce(sum(list_sum(orders)), 0) FROM {}), generation = ?, \
-                 lake_snapshot_millis = ?, rebuilt_because = coalesce(?, rebuilt_because)",
+                 lake_snapshot_millis = ?, rebuilt_because = coalesce(?, rebuilt_because), fact_snapshot = ?, \
+                 fact_commit_millis = ?",
                 place.of(META),
                 place.of(COUNTS)
             ),
@@ -354,10 +363,12 @@ pub fn apply(
                 snapshot,
                 new_generation(),
                 crate::serving::history::commit_millis(&table, snapshot)?,
-                rewritten
+                rewritten,
+                fact.snapshot,
+                fact.commit_millis
             ],
         )
-        .map_err(|e| Error::duckdb("serving_follow: recording the apply", &e))?;
+        .map_err(|e| not_built("serving_follow", e))?;
         Ok(())
     });
     match done {

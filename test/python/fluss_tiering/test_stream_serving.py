@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
+import pathlib
 import random
 import re
 import time
@@ -292,6 +294,16 @@ def test_a_fluss_follower_publishes_for_mart_only_replicas(fluss_cluster, tmp_pa
 
     replica = wait_for(replica_serves, 30, "the published mart table to hold the follower's mart", poll=0.5)
     assert status_dict(replica)["mode"] == "mart"
+    # Freshness (issue 37 item 5): a Fluss fact has no snapshot; the mart commit carries when the
+    # follower last applied the log (its last refresh), and the replica shows that.
+    applied = status_dict(con)["refreshed_at"]
+    applied_ms = (applied - datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)) // datetime.timedelta(milliseconds=1)
+    snapshots = pathlib.Path(f"{tmp_path}/marts/db.db/mart_daily/snapshot")
+    latest = max(int(p.name.split("-")[1]) for p in snapshots.glob("snapshot-*"))
+    user = json.loads((snapshots / f"snapshot-{latest}").read_text())["commitUser"]
+    assert user == f"streamhouse.serving_follow.fact_commit_ms={applied_ms}", (user, applied)
+    fact = replica.execute("SELECT fact_snapshot, fact_commit_time FROM serving_status()").fetchone()
+    assert fact == (None, applied.replace(microsecond=applied.microsecond // 1000 * 1000)), (fact, applied)
     for c in COMPANIES:
         want = sorted(((d, v) for cc, d, v in stream.mart() if cc == c), key=lambda dv: (-dv[1], dv[0]))
         assert replica.execute("SELECT * FROM serving_dashboard(?)", [c]).fetchall() == want, c

@@ -280,12 +280,32 @@ def test_build_mart_equals_serving_build_of_the_same_fact(cluster, wh, ext_path)
     got = cluster.build("paimon:" + wh.path("served"), "paimon:" + wh.path("served_mart"))
     assert "result" in got, got
     ray_mart = sorted((c, d, rev) for (c, d), (rev, _) in read_mart(wh, "served_mart").items())
+    # The commit says which fact state it is the mart of, as every streamhouse publisher does
+    # (issue 37 item 5): the fact snapshot read and its commit time, as pypaimon reads them.
+    fact3 = latest(wh, "served")
+    mark = f"streamhouse.ray_build_mart.fact_snapshot={fact3.id}.fact_commit_ms={fact3.time_millis}"
+    assert (fact3.id, latest(wh, "served_mart").commit_user, got["result"]["commit_user"]) == (3, mark, mark)
     con = connect(":memory:", ext_path)
+    replica = connect(":memory:", ext_path)
     try:
         con.execute("SELECT * FROM serving_build($1)", ["paimon:" + wh.path("served")]).fetchall()
         served = sorted(con.execute("SELECT company, order_day, revenue FROM mart_daily").fetchall())
+        # A replica of the Ray mart: its fact state, and a clean reconcile at that snapshot even
+        # once the fact moved on (the moved fact's mart differs: checked against plain Python).
+        replica.execute("SELECT * FROM serving_build($1)", ["paimon:" + wh.path("served_mart")]).fetchall()
+        t.commit([{**order(rng, i), "revenue": 10**9} for i in range(40)])
+        moved = sorted((c, d, rev) for (c, d), (rev, _) in mart_oracle(
+            oracle_partial_update(t.commits, key="order_id")).items())  # fmt: skip
+        assert moved != ray_mart
+        fact_snapshot, fact_time = replica.execute(
+            "SELECT fact_snapshot, epoch_ms(fact_commit_time) FROM serving_status()"
+        ).fetchone()
+        assert (fact_snapshot, fact_time) == (3, fact3.time_millis)
+        reconcile = "SELECT * FROM serving_reconcile(fact := $1)"
+        assert replica.execute(reconcile, ["paimon:" + wh.path("served")]).fetchall() == []
     finally:
         con.close()
+        replica.close()
     assert served == ray_mart
     assert len(served) > 300
 

@@ -29,20 +29,12 @@ from support.live_util import (
     day,
     lake_source,
     merged_after,
+    oracle_mart,
     random_lake_commits,
+    served_mart,
     status_dict,
     wait_for,
 )
-
-
-def oracle_mart(merged: list) -> dict:
-    """{(company, order_day): (revenue, orders)} of merged fact rows."""
-    cells: dict = defaultdict(lambda: [0, 0])
-    for r in merged:
-        cell = cells[(r["company"], r["order_day"])]
-        cell[0] += r["revenue"]
-        cell[1] += 1
-    return {k: tuple(v) for k, v in cells.items()}
 
 
 def oracle_changes(old: dict, new: dict) -> tuple[int, int]:
@@ -69,15 +61,6 @@ def publish(con, target: str) -> dict:
     cur = con.execute("SELECT * FROM serving_publish(?)", [target])
     row = cur.fetchone()
     return dict(zip([d[0] for d in cur.description], row, strict=True))
-
-
-def local_mart(con) -> dict:
-    rows = con.execute(
-        "SELECT m.company, m.order_day, m.revenue, c.orders FROM mart_daily m JOIN "
-        "(SELECT company, unnest(order_days) AS order_day, unnest(orders) AS orders FROM serving_mart_counts) c "
-        "USING (company, order_day)"
-    ).fetchall()
-    return {(c, d): (int(r), n) for c, d, r, n in rows}
 
 
 @pytest.fixture
@@ -144,7 +127,7 @@ def test_each_publish_commits_only_the_changed_groups(fact):
     after = oracle_mart(merged_after("deduplicate", [*commits, emptied]))
     assert smallest in before and smallest not in after
     con.execute("SELECT * FROM serving_refresh(?)", [source]).fetchall()
-    assert local_mart(con) == after
+    assert served_mart(con) == after
     got = publish(con, target)
     upserts, deletes = oracle_changes(before, after)
     assert deletes >= 1 and upserts >= 1
@@ -201,7 +184,7 @@ def test_follow_publishes_after_every_apply_and_replicas_follow_the_mart(fact):
             table.commit(commits[k])
             want = oracle_mart(merged_after("deduplicate", commits[: k + 1]))
             wait_for(lambda w=want: published(wh, "mart_pub") == w, 30, f"commit {k} published")
-            wait_for(lambda w=want: local_mart(replica) == w, 30, f"commit {k} on the replica")
+            wait_for(lambda w=want: served_mart(replica) == w, 30, f"commit {k} on the replica")
         # The replica applied the publishes' changed groups, not whole snapshots: rows were
         # deleted and inserted in place (a whole-snapshot apply recreates the table: rowids 0..n-1).
         rowids, n = replica.execute("SELECT max(rowid), count(*) FROM mart_daily").fetchone()
@@ -222,7 +205,7 @@ def test_follow_publishes_after_every_apply_and_replicas_follow_the_mart(fact):
 
 def built(con, wh) -> dict:
     con.execute("SELECT * FROM serving_build(?)", [lake_source(wh, "fct_orders")]).fetchall()
-    return local_mart(con)
+    return served_mart(con)
 
 
 def tree(path: Path) -> list:
@@ -231,14 +214,17 @@ def tree(path: Path) -> list:
 
 @pytest.mark.parametrize(
     "case",
-    ["fact table", "another shape", "aggregation engine", "not empty", "a file"],
+    ["its own fact table", "a fact table", "another shape", "aggregation engine", "not empty", "a file"],
 )
 def test_a_target_that_is_not_a_mart_table_is_refused_and_untouched(fact, case):
     wh, _table, _commits = fact
     con = connect()
     mart = built(con, wh)
-    if case == "fact table":
-        name, problem = "fct_orders", "holds a table keyed by (order_id), not a mart table"
+    if case == "its own fact table":
+        name, problem = "fct_orders", "is the table the serving layer is built from"
+    elif case == "a fact table":
+        name, problem = "other_fact", "holds a table keyed by (order_id), not a mart table"
+        create_orders(wh, name, "deduplicate")
     elif case == "another shape":
         name, problem = (
             "bigint_mart",
@@ -281,7 +267,7 @@ def test_a_target_that_is_not_a_mart_table_is_refused_and_untouched(fact, case):
     assert "serving_publish: " in msg and problem in msg, msg
     assert wh.path(name) in msg, msg
     assert tree(Path(wh.path(name))) == before, "the target changed"
-    assert local_mart(con) == mart
+    assert served_mart(con) == mart
     assert status_dict(con)["published_to"] is None
 
 
@@ -318,7 +304,48 @@ def test_a_read_only_location_fails_clearly(fact):
         "directory: No such file or directory"
     ), msg
     assert not os.path.exists("/proc/streamhouse-mart")
-    assert local_mart(con) == mart and status_dict(con)["published_to"] is None
+    assert served_mart(con) == mart and status_dict(con)["published_to"] is None
+
+
+@pytest.mark.parametrize("case", ["the fact table itself", "a fact table", "an uncreatable path", "empty"])
+def test_follow_checks_its_publish_target_at_the_call_and_keeps_the_running_follower(fact, case):
+    """serving_follow(..., publish := ...) makes its first publish before it returns, so a target
+    serving_publish refuses is refused by the call with serving_publish's words (named
+    serving_follow), and the follower already running — its source, interval and publish target
+    — is kept and goes on publishing."""
+    wh, table, commits = fact
+    source, target = lake_source(wh, "fct_orders"), lake_source(wh, "mart_pub")
+    con = connect()
+    con.execute("SELECT * FROM serving_build(?)", [source]).fetchall()
+    con.execute("SELECT * FROM serving_follow(?, every := INTERVAL '50 ms', publish := ?)", [source, target])
+    try:
+        # Made before the call returned: no waiting.
+        assert published(wh, "mart_pub") == oracle_mart(merged_after("deduplicate", commits[:5]))
+        if case == "the fact table itself":
+            bad, problem = source, f"'{source}' is the table the serving layer is built from"
+        elif case == "a fact table":
+            create_orders(wh, "other_fact", "deduplicate")
+            bad, problem = lake_source(wh, "other_fact"), "holds a table keyed by (order_id), not a mart table"
+        elif case == "an uncreatable path":
+            bad, problem = "paimon:/proc/streamhouse-mart", "cannot create the table directory"
+        else:
+            bad, problem = "paimon:", "names no table"
+        with pytest.raises(Exception) as e:
+            con.execute("SELECT * FROM serving_follow(?, every := INTERVAL '70 ms', publish := ?)", [source, bad])
+        msg = str(e.value)
+        assert msg.startswith("Invalid Input Error: serving_follow: ") and problem in msg, msg
+        s = status_dict(con)
+        assert (s["following"], s["follow_every_ms"], s["published_to"], s["state"]) == (
+            source,
+            50,
+            target,
+            "following",
+        ), s
+        table.commit(commits[5])
+        want = oracle_mart(merged_after("deduplicate", commits[:6]))
+        wait_for(lambda: published(wh, "mart_pub") == want, 30, "the kept follower to publish")
+    finally:
+        con.execute("SELECT * FROM serving_unfollow()").fetchall()
 
 
 @pytest.mark.parametrize("target", ["", "paimon:", "  paimon:  "])
@@ -390,11 +417,15 @@ def test_the_publish_after_32_incremental_commits_rewrites_the_whole_mart(tmp_pa
     other.execute("CREATE TABLE src (order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT)")
     other.executemany("INSERT INTO src VALUES (?, ?, ?, ?)", [tuple(r.values()) for r in rows])
     other.execute("SELECT * FROM serving_build('src')").fetchall()
-    assert publish(other, target)["upserted"] == 0  # nothing differs: no commit
-    assert latest_snapshot(wh, "mart_rw") == 34
+    # No group differs, but `other` read the rows later than `con` last did: an empty commit says
+    # the table is the mart of that later read (test_freshness.py), nothing else changes.
+    assert publish(other, target)["upserted"] == 0
+    assert latest_snapshot(wh, "mart_rw") == 35
+    said = snapshot_file(wh, "mart_rw", 35)
+    assert (said["commitKind"], said["deltaRecordCount"], said["totalRecordCount"]) == ("APPEND", 0, 1 + groups)
     change_one_group(40)  # `con` moves one group; `other` publishes its own (older) mart back
-    got = publish(con, target)
-    assert (got["snapshot"], snapshot_file(wh, "mart_rw", 35)["commitKind"]) == (35, "APPEND")
+    got = publish(con, target)  # the table moved under `con` (other's commit): read back, rewritten
+    assert (got["snapshot"], snapshot_file(wh, "mart_rw", 36)["commitKind"]) == (36, "OVERWRITE")
     rows[40]["revenue"] -= 1000
     back = publish(other, target)  # the table moved under `other`: read back, due for a rewrite
     assert back["upserted"] == 1 and snapshot_file(wh, "mart_rw", back["snapshot"])["commitKind"] == "OVERWRITE"
@@ -422,7 +453,7 @@ def test_a_failed_publish_while_following_is_a_failed_tick_never_an_undone_apply
         s = wait_for(lambda: (st := status_dict(con))["last_error"] and st, 30, "the refused publish")
         assert s["state"] == "failing" and wh.path("mart_pub") in s["last_error"], s
         assert s["lake_snapshot"] == 6, s  # the apply happened
-        assert local_mart(con) == oracle_mart(merged_after("deduplicate", commits[:6]))
+        assert served_mart(con) == oracle_mart(merged_after("deduplicate", commits[:6]))
         shutil.rmtree(wh.path("mart_pub"))  # the target is free again: created on the next tick
         want = oracle_mart(merged_after("deduplicate", commits[:6]))
         wait_for(lambda: status_dict(con)["state"] == "following", 60, "the follower to publish again")

@@ -48,6 +48,26 @@ def mart_of(rows) -> list:
     return sorted((c, d, v) for (c, d), v in cells.items())
 
 
+def oracle_mart(merged: list) -> dict:
+    """{(company, order_day): (revenue, orders)} of merged fact rows, plain Python."""
+    cells: dict = defaultdict(lambda: [0, 0])
+    for r in merged:
+        cell = cells[(r["company"], r["order_day"])]
+        cell[0] += r["revenue"]
+        cell[1] += 1
+    return {k: tuple(v) for k, v in cells.items()}
+
+
+def served_mart(con) -> dict:
+    """The layer's mart_daily with its group counts, in oracle_mart's form."""
+    rows = con.execute(
+        "SELECT m.company, m.order_day, m.revenue, c.orders FROM mart_daily m JOIN "
+        "(SELECT company, unnest(order_days) AS order_day, unnest(orders) AS orders FROM serving_mart_counts) c "
+        "USING (company, order_day)"
+    ).fetchall()
+    return {(c, d): (int(r), n) for c, d, r, n in rows}
+
+
 FCT_COLUMNS = ["order_id", "company", "order_day", "revenue"]
 
 
