@@ -23,8 +23,9 @@ use crate::serving::served::Mode;
 /// The fact mark of the layer `serving_meta` (as the caller's search path resolves it) records.
 /// A layer of an older release, without the columns, has none.
 pub fn layer_mark(conn: &Connection, function: &'static str) -> Result<FactMark> {
+    // The read time floored to the millisecond (epoch_ms rounds): never later than the read.
     let sql = format!(
-        "SELECT mode, source, lake_snapshot, lake_snapshot_millis, epoch_ms(coalesce(refreshed_at, built_at)), \
+        "SELECT mode, source, lake_snapshot, lake_snapshot_millis, epoch_us(coalesce(refreshed_at, built_at)) // 1000, \
          fact_snapshot, fact_commit_millis FROM {META}"
     );
     type Row = (Option<String>, Option<String>, Option<i64>, Option<i64>, Option<i64>, Option<i64>, Option<i64>);
