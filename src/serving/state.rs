@@ -79,6 +79,18 @@ impl Database {
         }
     }
 
+    /// `lake_access` without remembering anything (for bind, which must have no side effects).
+    pub fn remembered_access(&self, access: &Access, source: &str) -> Access {
+        if !access.options.is_empty() {
+            return access.clone();
+        }
+        let Some(path) = Origin::lake_path(source, &access.sandbox) else { return access.clone() };
+        match lock(&self.lake_options).iter().find(|(p, _)| *p == path) {
+            Some((_, options)) => Access { sandbox: access.sandbox.clone(), options: options.clone() },
+            None => access.clone(),
+        }
+    }
+
     /// The source of the running follower, if one runs and it follows something other than
     /// `source` (a build from `source` would leave it applying another table's changes).
     pub fn followed_elsewhere(&self, source: &str, sandbox: &Sandbox) -> Option<String> {
