@@ -13,8 +13,9 @@ use duckdb::vtab::{to_duckdb_logical_type, BindInfo, InitInfo, Value};
 use super::settings::ValueExt;
 use crate::core::error::{Error, Result};
 use crate::core::source::Origin;
+use crate::host::sandbox::Sandbox;
 use crate::host::session::Running;
-use crate::lake::{Access, LakeOptions, LakeTable};
+use crate::lake::LakeOptions;
 use crate::serving::state::SharedDatabase;
 
 use crate::core::VECTOR_SIZE as CHUNK;
@@ -151,29 +152,25 @@ pub enum TableArg {
     Fact,
 }
 
-/// Opens, at bind, the Paimon table an argument names (and drops it): a table that cannot be
-/// opened — missing, not a Paimon table, forbidden by the sandbox — is then the same Binder
-/// Error, in the same words, from every function, as from `paimon_scan` (which needs the schema
-/// at bind). Only metadata is read. A Fluss table, a relation or a file source is left to the
-/// function's run.
-pub fn check_table_arg(function: &'static str, arg: TableArg, raw: &str, access: &Access) -> Result<()> {
-    if crate::core::stream::is_fluss(raw) {
-        return Ok(());
+/// The Paimon table an argument names, to be opened at bind (`glue::table`): a table that
+/// cannot be opened — missing, not a Paimon table, forbidden by the sandbox — is then the same
+/// Binder Error, in the same words, from every function, as from `paimon_scan` (which needs the
+/// schema at bind). None for a Fluss table, a relation or a file source (left to the function's
+/// run).
+pub fn table_arg_path(function: &'static str, arg: TableArg, raw: &str, sandbox: &Sandbox) -> Result<Option<String>> {
+    if arg == TableArg::Path {
+        return Ok(Some(paimon_path(raw)));
     }
-    let path = match arg {
-        TableArg::Path => paimon_path(raw),
-        _ => match (arg, Origin::of(raw, &access.sandbox)) {
-            (_, Ok(Origin::Lake(path))) => path,
-            (TableArg::Fact, Ok(Origin::Relation(_) | Origin::Stream(_))) => {
-                return Err(crate::serving::lake_fact::not_a_lake_fact(function, raw))
-            }
-            (_, Err(denied @ Error::Denied { .. })) => return Err(denied.in_function(function)),
-            // A path that is neither a Paimon table nor a file: said as for any Paimon table.
-            (TableArg::Fact, Err(_)) => raw.trim().to_string(),
-            _ => return Ok(()),
-        },
-    };
-    LakeTable::open(function, &path, access).map(drop)
+    match (arg, Origin::of(raw, sandbox)) {
+        (_, Ok(Origin::Lake(path))) => Ok(Some(path)),
+        (TableArg::Fact, Ok(Origin::Relation(_) | Origin::Stream(_))) => {
+            Err(crate::serving::lake_fact::not_a_lake_fact(function, raw))
+        }
+        (_, Err(denied @ Error::Denied { .. })) => Err(denied.in_function(function)),
+        // A path that is neither a Paimon table nor a file: said as for any Paimon table.
+        (TableArg::Fact, Err(_)) if !crate::core::stream::is_fluss(raw) => Ok(Some(raw.trim().to_string())),
+        _ => Ok(None),
+    }
 }
 
 /// Declares one DuckDB column per Arrow field of `table` (how a refusal names it: "Paimon table

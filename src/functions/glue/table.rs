@@ -98,11 +98,15 @@ fn named<'a>(call: &'a Call, declared: &[(&str, LogicalTypeId)], name: &str) -> 
     declared.iter().zip(&call.named).find(|((n, _), _)| *n == name).and_then(|(_, v)| v.as_deref())
 }
 
-/// The database a function was registered with, at bind.
-fn database(bind: &BindInfo) -> &SharedDatabase {
+/// Opens (and drops) the Paimon table an argument names, at bind (`lake_batches::table_arg_path`),
+/// with the options the call gives or those remembered for that table.
+fn open_table_arg(bind: &BindInfo, call: &Call, function: &'static str, arg: TableArg, raw: &str) -> Result<()> {
+    let Some(path) = lake_batches::table_arg_path(function, arg, raw, &call.access.sandbox)? else { return Ok(()) };
     // SAFETY: every table function is registered with a `SharedDatabase` as extra info
     // (functions::register_all), which DuckDB keeps alive as long as the function exists.
-    unsafe { &*bind.get_extra_info::<SharedDatabase>() }
+    let db = unsafe { &*bind.get_extra_info::<SharedDatabase>() };
+    let access = db.remembered_access(&call.access, Some(&path));
+    crate::lake::LakeTable::open(function, &path, &access).map(drop)
 }
 
 pub struct Table<F>(PhantomData<F>);
@@ -134,8 +138,7 @@ impl<F: RowsFunction> VTab for Table<F> {
             for &(name, arg) in F::TABLE_ARGS {
                 let value = if F::PARAM == Some(name) { Some(call.arg.as_str()) } else { named(&call, F::NAMED, name) };
                 if let Some(raw) = value {
-                    let access = database(bind).remembered_access(&call.access, raw);
-                    lake_batches::check_table_arg(F::NAME, arg, raw, &access)?;
+                    open_table_arg(bind, &call, F::NAME, arg, raw)?;
                 }
             }
             F::bind_more(bind)?;
@@ -214,8 +217,7 @@ impl<F: CompanyFunction> VTab for PerCompany<F> {
                 let fact: Vec<&str> = call.named[0].as_deref().into_iter().collect();
                 call.access.options = lake_batches::options_param(bind, F::NAME, &fact)?;
                 if let Some(raw) = fact.first() {
-                    let access = database(bind).remembered_access(&call.access, raw);
-                    lake_batches::check_table_arg(F::NAME, TableArg::Fact, raw, &access)?;
+                    open_table_arg(bind, &call, F::NAME, TableArg::Fact, raw)?;
                 }
             }
             Ok(call)
