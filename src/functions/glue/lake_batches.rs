@@ -141,7 +141,7 @@ pub fn options_param(bind: &BindInfo, function: &'static str, tables: &[&str]) -
     Ok(options)
 }
 
-/// What a function's argument names, for the check at bind (`check_table_arg`).
+/// What a function's argument names, for the check at bind (`table_arg_path`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TableArg {
     /// A Paimon table's path (`paimon:` optional): `paimon_snapshots(path)`.

@@ -39,7 +39,7 @@ pub trait RowsFunction {
     /// when there is one, always does.
     const LAKE_NAMED: &'static [&'static str] = &[];
     /// The parameters (`PARAM` or of `NAMED`) naming a Paimon table opened at bind
-    /// (`lake_batches::check_table_arg`).
+    /// (`open_table_arg`).
     const TABLE_ARGS: &'static [(&'static str, TableArg)] = &[];
     /// More checks of the arguments at bind (none by default).
     fn bind_more(bind: &BindInfo) -> Result<()> {
