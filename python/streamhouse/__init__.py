@@ -3,7 +3,14 @@
     import duckdb, streamhouse
     con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
     streamhouse.load(con)
-    con.sql("SELECT * FROM serving_build('orders')")
+    con.execute("CREATE TABLE orders AS SELECT * FROM (VALUES (1, 'acme', DATE '2026-11-01', 1200), "
+                "(2, 'acme', DATE '2026-11-02', 300)) t(order_id, company, order_day, revenue)")
+    print(con.execute("SELECT fct_rows, mart_rows FROM serving_build('orders')").fetchall())
+    print(con.execute("SELECT * FROM serving_dashboard('acme')").fetchall())
+
+Run the serving functions with `con.execute(...)`: `con.sql(...)` makes a lazy relation, which runs
+nothing until its rows are fetched or shown and runs again each time, so a `serving_build` through
+it builds nothing in a script, and a `serving_refresh` applies again at every `show()`.
 
 The wheel carries the extension binary (`extension_path()`); `load` runs DuckDB's `LOAD` of it on
 a connection. The binary is not signed by DuckDB, so the connection must allow unsigned extensions.

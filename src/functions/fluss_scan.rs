@@ -39,7 +39,7 @@ impl VTab for FlussScan {
                 value: crate::core::stream::redacted(&raw),
                 problem,
             })?;
-            let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME)? };
+            let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME, &[&raw])? };
             let site = Site::new(NAME, address, &access.sandbox)?;
             let schema = table::schema(&site)?;
             lake_batches::declare(

@@ -9,7 +9,9 @@ mod from_paimon;
 mod glue;
 mod paimon_changelog;
 mod paimon_mart_ddl;
+mod paimon_mart_ddl_lines;
 mod paimon_mart_job;
+mod paimon_mart_job_lines;
 mod paimon_read_plan;
 mod paimon_scan;
 mod paimon_snapshots;
@@ -95,5 +97,13 @@ pub fn register_all(con: &Connection, session: &SharedDatabase) -> duckdb::Resul
     con.register_scalar_function::<paimon_tier_upsert::PaimonTierUpsert>("paimon_tier_upsert")?;
     con.register_scalar_function::<paimon_mart_ddl::PaimonMartDdl>("paimon_mart_ddl")?;
     con.register_scalar_function::<paimon_mart_job::PaimonMartJob>("paimon_mart_job")?;
+    con.register_table_function_with_extra_info::<Table<paimon_mart_ddl_lines::PaimonMartDdlLines>, _>(
+        "paimon_mart_ddl",
+        session,
+    )?;
+    con.register_table_function_with_extra_info::<Table<paimon_mart_job_lines::PaimonMartJobLines>, _>(
+        "paimon_mart_job",
+        session,
+    )?;
     Ok(())
 }

@@ -39,7 +39,7 @@ impl VTab for PaimonChangelog {
     fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
         super::glue::guarded(|| {
             let path = lake_batches::path_param(bind, NAME)?;
-            let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME)? };
+            let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME, &[&path])? };
             let table = LakeTable::open(NAME, &path, &access)?;
             table.check_readable()?;
             let schema = output_schema(&*table.schema()?);

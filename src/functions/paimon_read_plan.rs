@@ -5,7 +5,9 @@
 //! that it reads no sequence column).
 
 use duckdb::core::LogicalTypeId;
+use duckdb::vtab::BindInfo;
 
+use super::glue::lake_batches::{self, TableArg};
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
@@ -28,6 +30,11 @@ impl RowsFunction for PaimonReadPlan {
     const NAMED: &'static [(&'static str, LogicalTypeId)] = &[("snapshot", LogicalTypeId::Bigint)];
     const ROLE: Role = Role::Reader;
     const LAKE_OPTIONS: bool = true;
+    const TABLE_ARGS: &'static [(&'static str, TableArg)] = &[("path", TableArg::Path)];
+
+    fn bind_more(bind: &BindInfo) -> Result<()> {
+        lake_batches::snapshot_param(bind, Self::NAME, "snapshot").map(drop)
+    }
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
         let table = LakeTable::open(Self::NAME, &ctx.call.arg, &ctx.call.access)?;

@@ -62,7 +62,7 @@ impl VTab for PaimonScan {
     fn bind(bind: &BindInfo) -> Result<Bind, Box<dyn std::error::Error>> {
         super::glue::guarded(|| {
             let path = lake_batches::path_param(bind, NAME)?;
-            let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME)? };
+            let access = Access { sandbox: sandbox(bind), options: lake_batches::options_param(bind, NAME, &[&path])? };
             let mut table = LakeTable::open(NAME, &path, &access)?;
             table.check_readable()?;
             if let Some(id) = lake_batches::snapshot_param(bind, NAME, "snapshot")? {

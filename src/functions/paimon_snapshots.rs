@@ -3,6 +3,7 @@
 
 use duckdb::core::LogicalTypeId;
 
+use super::glue::lake_batches::TableArg;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
@@ -24,6 +25,7 @@ impl RowsFunction for PaimonSnapshots {
     ];
     const ROLE: Role = Role::Reader;
     const LAKE_OPTIONS: bool = true;
+    const TABLE_ARGS: &'static [(&'static str, TableArg)] = &[("path", TableArg::Path)];
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
         let table = LakeTable::open(Self::NAME, &ctx.call.arg, &ctx.call.access)?;

@@ -4,7 +4,7 @@
 
 use duckdb::core::LogicalTypeId;
 
-use super::glue::rows::{Cell, Ctx};
+use super::glue::rows::{text_lines, Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
 use crate::core::tier;
@@ -20,7 +20,6 @@ impl RowsFunction for PaimonTierDdlLines {
     const ROLE: Role = Role::Reader;
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
-        let ddl = tier::tier_ddl(&ctx.call.arg)?;
-        Ok(ddl.lines().zip(1..).map(|(text, n)| vec![Cell::BigInt(n), Cell::Text(text.into())]).collect())
+        Ok(text_lines(&tier::tier_ddl(&ctx.call.arg)?))
     }
 }

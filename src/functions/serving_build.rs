@@ -5,6 +5,7 @@
 
 use duckdb::core::LogicalTypeId;
 
+use super::glue::lake_batches::TableArg;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
@@ -33,6 +34,8 @@ impl RowsFunction for ServingBuild {
     const NAMED: &'static [(&'static str, LogicalTypeId)] =
         &[("replace", LogicalTypeId::Boolean), ("lake", LogicalTypeId::Varchar)];
     const LAKE_OPTIONS: bool = true;
+    const TABLE_ARGS: &'static [(&'static str, TableArg)] = &[("source", TableArg::Source)];
+    const LAKE_NAMED: &'static [&'static str] = &["lake"];
     const COLUMN_MAP: bool = true;
 
     fn write(ctx: &Ctx, tx: &mut Transaction) -> Result<Vec<Vec<Cell>>> {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use duckdb::core::LogicalTypeId;
 
+use super::glue::lake_batches::TableArg;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::{Error, Result};
@@ -87,6 +88,8 @@ impl RowsFunction for ServingFollow {
     const NAMED: &'static [(&'static str, LogicalTypeId)] =
         &[("every", LogicalTypeId::Interval), ("publish", LogicalTypeId::Varchar)];
     const LAKE_OPTIONS: bool = true;
+    const TABLE_ARGS: &'static [(&'static str, TableArg)] = &[("source", TableArg::Source)];
+    const LAKE_NAMED: &'static [&'static str] = &["publish"];
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
         let every = every(ctx)?;

@@ -5,6 +5,7 @@
 
 use duckdb::core::LogicalTypeId;
 
+use super::glue::lake_batches::TableArg;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
@@ -28,6 +29,8 @@ impl RowsFunction for ServingReconcile {
     const ROLE: Role = Role::Reader;
     const NAMED: &'static [(&'static str, LogicalTypeId)] = &[("fact", LogicalTypeId::Varchar)];
     const LAKE_OPTIONS: bool = true;
+    const TABLE_ARGS: &'static [(&'static str, TableArg)] = &[("fact", TableArg::Fact)];
+    const LAKE_NAMED: &'static [&'static str] = &["fact"];
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
         let fact = ctx.call.named.first().cloned().flatten();

@@ -4,6 +4,7 @@
 
 use duckdb::core::LogicalTypeId;
 
+use super::glue::lake_batches::TableArg;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
@@ -33,6 +34,7 @@ impl RowsFunction for ServingRefresh {
     const ROLE: Role = Role::Writer;
     const NAMED: &'static [(&'static str, LogicalTypeId)] = &[("deleted", LogicalTypeId::Varchar)];
     const LAKE_OPTIONS: bool = true;
+    const TABLE_ARGS: &'static [(&'static str, TableArg)] = &[("changes", TableArg::Source)];
     const COLUMN_MAP: bool = true;
 
     fn write(ctx: &Ctx, tx: &mut Transaction) -> Result<Vec<Vec<Cell>>> {

@@ -26,6 +26,12 @@ pub fn file_databases(conn: &Connection) -> Vec<FileDatabase> {
     .unwrap_or_default()
 }
 
+/// The bytes the WALs of `files` hold (a missing WAL holds none): what a settle would fold
+/// into the database files. Stat only.
+pub fn wal_bytes(files: &[String]) -> u64 {
+    files.iter().filter_map(|path| std::fs::metadata(format!("{path}.wal")).ok()).map(|m| m.len()).sum()
+}
+
 /// Whether a database file of this instance is open in another DuckDB instance of this process:
 /// one opened on the same file after the user closed this one but before the watchdog let go of
 /// it (the CLI's `.open`, Node's `DuckDBInstance.create`). A checkpoint of this instance would

@@ -22,24 +22,29 @@
 //!   WAL holds, the next open replays, as after any process exit). If another instance of this
 //!   process has the file open by then, the old one is not even destroyed (`Session::retire`):
 //!   closing its descriptor would drop the new instance's file lock;
-//! - streamhouse's own writes are checkpointed while the user is still connected, once no call
-//!   of ours has run for `SETTLE_QUIET` (the watchdog's `Settle`): a CHECKPOINT cannot run
-//!   inside the caller's statement, and a script closes right after its last statement, so
-//!   waiting keeps the checkpoint away from the instant of a close;
-//! - at process exit nothing of ours may run DuckDB code (its static state is being torn down;
-//!   a checkpoint there crashed the CLI).
+//! - what the WAL holds — streamhouse's writes and the user's own — is checkpointed while the
+//!   user is still connected, once no call of ours has run and the WAL has not changed for
+//!   `SETTLE_QUIET` (the watchdog's `Settle`; the user's writes show only as the WAL's size): a
+//!   CHECKPOINT cannot run inside the caller's statement, and a script closes right after its
+//!   last statement, so waiting keeps the checkpoint away from the instant of a close. DuckDB
+//!   alone would fold the WAL in at the close; our connections postpone the close past it;
+//! - at process exit (`exit`): in DuckDB's CLI, an instance the user has closed is let go of
+//!   with DuckDB's shutdown checkpoint (no reopen can follow any more), on a thread of its own
+//!   (the exiting thread's thread-locals are gone); then nothing of ours runs DuckDB code (its
+//!   static state is being torn down; a checkpoint on the exiting thread crashed the CLI).
 //!
 //! Limitation (documented in the README): a C API user who disconnects every connection but
 //! keeps the `duckdb_database` handle and connects again later gets `Error::Closed`.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Once, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use duckdb::Connection;
 
 use super::descriptors::{self, claim_own_descriptors, file_databases, opened_by_another_instance};
+use super::exit::{exiting, AtExit};
 use super::transaction::Transaction;
 use super::watchdog::{Action, Seen, Watch};
 use crate::core::error::{Error, Result};
@@ -91,7 +96,13 @@ pub struct Session {
     running: AtomicUsize,
     /// This instance's own descriptors on its database files, claimed at LOAD.
     own_fds: Vec<i32>,
+    /// The writable file databases' paths (whose WALs a look sizes up), and when they were
+    /// last asked of DuckDB (a user may ATTACH or DETACH one).
+    files: Mutex<(Option<Instant>, Vec<String>)>,
 }
+
+/// How often the list of file databases is asked of DuckDB again.
+const FILES_EVERY: Duration = Duration::from_secs(1);
 
 /// The writer connection lent to one statement with its open transaction, until `commit`.
 pub struct Lease {
@@ -104,7 +115,7 @@ impl Lease {
     /// Commits the statement's work, runs what waited for the commit, and returns the writer.
     pub fn commit(mut self) -> Result<()> {
         let (Some(held), Some(tx)) = (self.held.take(), self.tx.take()) else { return Err(Error::Closed) };
-        if EXITING.load(Ordering::SeqCst) {
+        if exiting() {
             std::mem::forget(tx);
             self.session.give_back(held);
             return Err(Error::Closed);
@@ -123,7 +134,7 @@ impl Drop for Lease {
     fn drop(&mut self) {
         if let Some(held) = self.held.take() {
             if let Some(tx) = self.tx.take() {
-                if EXITING.load(Ordering::SeqCst) {
+                if exiting() {
                     std::mem::forget(tx);
                 } else {
                     tx.rollback(&held.conn);
@@ -149,16 +160,6 @@ impl Drop for Running {
 
 /// The host's part of what each registered function receives (see `serving::state::Database`).
 pub type SharedSession = Arc<Session>;
-
-static EXIT_HOOK: Once = Once::new();
-
-/// Set at process exit. DuckDB's own static state is being torn down then, so the watchdog
-/// must not start destroying an instance (running DuckDB code) any more.
-static EXITING: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn note_exit() {
-    EXITING.store(true, Ordering::SeqCst);
-}
 
 fn lock(slot: &Slot) -> MutexGuard<'_, Option<Held>> {
     slot.lock().unwrap_or_else(|p| p.into_inner())
@@ -213,11 +214,10 @@ impl Session {
             released: AtomicBool::new(false),
             leased: AtomicBool::new(false),
             running: AtomicUsize::new(0),
+            files: Mutex::new((None, Vec::new())),
         });
-        EXIT_HOOK.call_once(|| {
-            // SAFETY: registering a plain `extern "C" fn()` with the C runtime.
-            unsafe { libc::atexit(note_exit) };
-        });
+        let at_exit: std::sync::Weak<dyn AtExit> = Arc::downgrade(&session) as _;
+        super::exit::register(at_exit);
         let weak = Arc::downgrade(&session);
         let spawned = thread::Builder::new().name("streamhouse-watchdog".into()).spawn(move || {
             let mut interval = super::watchdog::WATCH_BUSY;
@@ -275,7 +275,7 @@ impl Session {
     /// One look of the watchdog: what it sees goes through `Watch::step`, and the action is
     /// carried out here. Holding every slot keeps any call from starting while it decides.
     fn look(&self) -> Action {
-        let exiting = EXITING.load(Ordering::SeqCst);
+        let exiting = exiting();
         // At exit (or once let go) not even a look may run DuckDB code: DuckDB's static state is
         // being torn down.
         if exiting || self.released.load(Ordering::SeqCst) {
@@ -302,6 +302,10 @@ impl Session {
             None => return Action::Stop,
             Some(c) => connection_count(c).map_or(Seen::CountFailed, Seen::Connections),
         };
+        if let Some(c) = conn.filter(|_| !busy) {
+            let bytes = descriptors::wal_bytes(&self.file_paths(c));
+            self.watch().wal_seen(Instant::now(), bytes);
+        }
         let another = || conn.is_some_and(opened_by_another_instance);
         let action = self.watch().step(Instant::now(), seen, self.ours as u64, exiting, another);
         match action {
@@ -318,6 +322,57 @@ impl Session {
         action
     }
 
+    /// The writable file databases' paths, asked of DuckDB at most every `FILES_EVERY`.
+    fn file_paths(&self, conn: &Connection) -> Vec<String> {
+        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        if files.0.is_none_or(|t| t.elapsed() >= FILES_EVERY) {
+            let paths = file_databases(conn).into_iter().filter(|db| !db.readonly).map(|db| db.path).collect();
+            *files = (Some(Instant::now()), paths);
+        }
+        files.1.clone()
+    }
+}
+
+impl AtExit for Session {
+    /// At process exit (`exit`): if the user has closed every connection, lets go of the
+    /// instance *with* DuckDB's shutdown checkpoint, as DuckDB's own close would have: the WAL is
+    /// folded into the database file. Nothing can open the file as a new instance any more, and
+    /// no static state of DuckDB is torn down yet. Skipped (the WAL stays, replayed by the next
+    /// open) when a call of ours is still running after `wait`, the user is still connected, or
+    /// another instance of this process has the file.
+    fn release_at_exit(&self, wait: Duration) {
+        if self.released.load(Ordering::SeqCst) {
+            return;
+        }
+        let deadline = Instant::now() + wait;
+        let mut guards = Vec::with_capacity(self.ours);
+        for slot in self.slots() {
+            loop {
+                match slot.try_lock() {
+                    Ok(g) => break guards.push(g),
+                    Err(TryLockError::Poisoned(p)) => break guards.push(p.into_inner()),
+                    Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                        thread::sleep(Duration::from_millis(1))
+                    }
+                    Err(TryLockError::WouldBlock) => return,
+                }
+            }
+        }
+        if self.leased.load(Ordering::SeqCst) || self.running.load(Ordering::SeqCst) > 0 {
+            return;
+        }
+        let Some(conn) = guards.iter().find_map(|g| g.as_ref()).map(|h| &h.conn) else { return };
+        let alone = connection_count(conn).is_ok_and(|n| n <= self.ours as u64);
+        if !alone || opened_by_another_instance(conn) {
+            return;
+        }
+        self.watch().released = true;
+        // Dropping our connections destroys the instance here, its shutdown checkpoint included.
+        self.release_all(guards);
+    }
+}
+
+impl Session {
     /// A free reader connection, or (all busy) the next one in turn once it frees up.
     fn reader(&self) -> MutexGuard<'_, Option<Held>> {
         let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
@@ -416,7 +471,7 @@ impl Session {
     fn prepare<'a>(&self, slot: &'a mut Option<Held>, search_path: &str) -> Result<&'a Connection> {
         // At process exit DuckDB's static state is going away: no DuckDB call may start (a
         // follower thread could otherwise begin an apply then).
-        if EXITING.load(Ordering::SeqCst) {
+        if exiting() {
             return Err(Error::Closed);
         }
         let held = slot.as_mut().ok_or(Error::Closed)?;
@@ -469,7 +524,7 @@ impl Session {
     /// Puts a lent writer connection back (or drops it, if the session was released meanwhile).
     fn give_back(&self, held: Held) {
         let mut slot = lock(&self.writer);
-        if self.released.load(Ordering::SeqCst) || EXITING.load(Ordering::SeqCst) {
+        if self.released.load(Ordering::SeqCst) || exiting() {
             // At exit no DuckDB code may run, not even a connection's destructor.
             std::mem::forget(held);
         } else {
@@ -510,6 +565,6 @@ impl Session {
 
     /// Released, or the process is exiting: either way nothing may use DuckDB through us.
     pub fn is_released(&self) -> bool {
-        self.released.load(Ordering::SeqCst) || EXITING.load(Ordering::SeqCst)
+        self.released.load(Ordering::SeqCst) || exiting()
     }
 }

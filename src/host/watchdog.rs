@@ -8,7 +8,7 @@
 //! | released, or the process exiting                  | `Stop`                                |
 //! | a call of ours running (a slot or the lease busy) | `Wait`                                |
 //! | the connection count cannot be read               | `Retire`                              |
-//! | a user connected, our writes unsettled, quiet for `SETTLE_QUIET` since our last call and the last try, no other instance on the file | `Settle` (then `settled(ok)`) |
+//! | a user connected, the WAL holding writes (ours or the user's), quiet for `SETTLE_QUIET` since our last call, the WAL's last change and the last try, no other instance on the file | `Settle` (then `settled(ok)`) |
 //! | a user connected, otherwise                       | `Wait` (alone-since cleared)          |
 //! | ours alone, not yet for `QUIET` with no call since | `Wait` (alone-since set when unset or a call came) |
 //! | ours alone for `QUIET`, no call since, the file open in another instance | `Retire`       |
@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 /// as a new instance is seen first (`Action::Retire`).
 pub const QUIET: Duration = Duration::from_millis(20);
 
-/// How long after our last call (and after the last attempt) the watchdog waits before it
-/// checkpoints what our writers left in the WAL, while the user is connected. A script closes
+/// How long after our last call, the WAL's last change (and the last attempt) the watchdog
+/// waits before it checkpoints what the WAL holds, while the user is connected. A script closes
 /// and reopens within milliseconds of its last statement; a checkpoint running across that
 /// instant would write under the new instance.
 pub const SETTLE_QUIET: Duration = Duration::from_millis(250);
@@ -69,8 +69,12 @@ pub struct Watch {
     pub last_used: Instant,
     /// When a look found our connections alone, if no look since found them in company.
     pub alone_since: Option<Instant>,
-    /// A write of ours committed and is not checkpointed yet.
+    /// The WAL holds something: a write of ours committed, or a look saw the WAL non-empty.
     pub unsettled: bool,
+    /// The WAL's size at the last look (every file database's, summed) and when it last changed:
+    /// the user's own writes show there (we see no statement of theirs).
+    pub wal_bytes: u64,
+    pub wal_changed: Instant,
     /// When the last settle was tried.
     pub settle_tried: Option<Instant>,
     /// Let go of (released or retired): every later call gets `Error::Closed`.
@@ -79,7 +83,25 @@ pub struct Watch {
 
 impl Watch {
     pub fn new(now: Instant) -> Watch {
-        Watch { last_used: now, alone_since: None, unsettled: false, settle_tried: None, released: false }
+        Watch {
+            last_used: now,
+            alone_since: None,
+            unsettled: false,
+            wal_bytes: 0,
+            wal_changed: now,
+            settle_tried: None,
+            released: false,
+        }
+    }
+
+    /// A look found the WAL at `bytes`: a change counts as a write (the quiet period before a
+    /// settle restarts), and a WAL holding anything is to be settled.
+    pub fn wal_seen(&mut self, now: Instant, bytes: u64) {
+        if bytes != self.wal_bytes {
+            self.wal_bytes = bytes;
+            self.wal_changed = now;
+        }
+        self.unsettled |= bytes > 0;
     }
 
     /// A call of ours ran until `now`: the quiet periods count from here.
@@ -108,7 +130,11 @@ impl Watch {
             Seen::Connections(n) if n > ours => {
                 self.alone_since = None;
                 let quiet = |t: Instant| now.saturating_duration_since(t) >= SETTLE_QUIET;
-                if !self.unsettled || !quiet(self.last_used) || self.settle_tried.is_some_and(|t| !quiet(t)) {
+                if !self.unsettled
+                    || !quiet(self.last_used)
+                    || !quiet(self.wal_changed)
+                    || self.settle_tried.is_some_and(|t| !quiet(t))
+                {
                     return Action::Wait;
                 }
                 self.settle_tried = Some(now);
@@ -154,10 +180,12 @@ impl Watch {
         }
     }
 
-    /// How long to sleep before the next look.
+    /// How long to sleep before the next look: often soon after a call of ours or while a
+    /// release is being confirmed; a settle waits `SETTLE_QUIET` anyway, so idle looks serve it
+    /// (a user writing all day keeps the WAL unsettled, and must not keep us looking every 2 ms).
     pub fn interval(&self, now: Instant) -> Duration {
         let idle = now.saturating_duration_since(self.last_used) > BUSY_FOR;
-        if idle && self.alone_since.is_none() && !self.unsettled {
+        if idle && self.alone_since.is_none() {
             WATCH_IDLE
         } else {
             WATCH_BUSY
@@ -302,9 +330,38 @@ mod tests {
         assert_eq!(w.interval(t0 + ms(10)), WATCH_BUSY, "just used");
         assert_eq!(w.interval(t0 + BUSY_FOR + ms(1)), WATCH_IDLE, "idle");
         w.unsettled = true;
-        assert_eq!(w.interval(t0 + BUSY_FOR + ms(1)), WATCH_BUSY, "a settle pending");
+        assert_eq!(w.interval(t0 + BUSY_FOR + ms(1)), WATCH_IDLE, "a settle waits SETTLE_QUIET: idle looks serve it");
         w.unsettled = false;
         w.alone_since = Some(t0 + BUSY_FOR);
         assert_eq!(w.interval(t0 + BUSY_FOR + ms(1)), WATCH_BUSY, "confirming a release");
+    }
+
+    #[test]
+    fn the_users_own_writes_are_settled_once_the_wal_is_quiet() {
+        let t0 = Instant::now();
+        let mut w = Watch::new(t0);
+        let user = Seen::Connections(OURS + 1);
+        // LOAD, no call of ours: the user writes; the WAL grows at t1 and t2.
+        let t1 = t0 + SETTLE_QUIET * 2;
+        w.wal_seen(t1, 4096);
+        assert!(w.unsettled, "a WAL holding anything is to be settled");
+        let t2 = t1 + ms(100);
+        w.wal_seen(t2, 8192);
+        assert_eq!(
+            w.step(t2 + SETTLE_QUIET - ms(1), user, OURS, false, no),
+            Action::Wait,
+            "the WAL changed too recently"
+        );
+        w.wal_seen(t2 + SETTLE_QUIET, 8192); // unchanged: the quiet period runs from t2
+        assert_eq!(w.step(t2 + SETTLE_QUIET, user, OURS, false, no), Action::Settle);
+        w.settled(true);
+        w.wal_seen(t2 + SETTLE_QUIET + ms(25), 0); // the checkpoint emptied it
+        assert!(!w.unsettled);
+        assert_eq!(w.step(t2 + SETTLE_QUIET * 4, user, OURS, false, no), Action::Wait, "nothing left to settle");
+        // alone, the user's writes are never settled: the release writes nothing
+        let mut w = Watch::new(t0);
+        w.wal_seen(t0, 4096);
+        assert_eq!(w.step(t0 + SETTLE_QUIET, Seen::Connections(OURS), OURS, false, no), Action::Wait);
+        assert_eq!(w.step(t0 + SETTLE_QUIET + QUIET, Seen::Connections(OURS), OURS, false, no), Action::Release);
     }
 }

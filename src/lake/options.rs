@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::core::error::{shown, Error, Result};
+use crate::core::location::is_remote;
 use crate::host::sandbox::Sandbox;
 
 /// Storage options for a table: Paimon's own keys (`s3.endpoint`, `s3.access-key`, ...), as
@@ -68,6 +70,36 @@ impl LakeOptions {
         })
     }
 
+    /// Refuses options that no table of the call can use: they configure object storage, so a
+    /// call whose tables (`tables`, as the user named them; a Fluss table's lake is found on
+    /// the cluster, so it counts as remote) are all local would ignore them silently. The keys
+    /// are named, never a value.
+    pub fn check_used(&self, function: &'static str, tables: &[&str]) -> Result<()> {
+        let remote = |t: &&str| is_remote(t.trim_start().strip_prefix("paimon:").unwrap_or(t).trim());
+        if self.is_empty() || tables.iter().any(remote) {
+            return Ok(());
+        }
+        let keys: Vec<String> = self.0.keys().map(|k| format!("'{}'", shown(k))).collect();
+        let whose = match tables {
+            [] => "this call names no table for them".to_string(),
+            [one] => format!("'{}' is not on object storage", shown(one)),
+            more => {
+                let named: Vec<String> = more.iter().map(|t| format!("'{}'", shown(t))).collect();
+                format!("{} are not on object storage", named.join(", "))
+            }
+        };
+        Err(Error::BadArgument {
+            function,
+            parameter: "options",
+            value: "MAP {…}".into(),
+            problem: format!(
+                "storage options ({}) are for Paimon tables on object storage (s3://...), and {whose}: leave \
+                 options out",
+                keys.join(", ")
+            ),
+        })
+    }
+
     /// The properties paimon-rust's storage is built with for `path`: the options given, and
     /// for S3 the AWS environment variables where an option does not say otherwise.
     pub(super) fn storage_props(&self, path: &str) -> HashMap<String, String> {
@@ -101,6 +133,26 @@ impl LakeOptions {
             }
         }
         props
+    }
+
+    /// What object storage's "failed to load signing credential" means for `path`, in plain
+    /// words: which of the key pair is missing (given neither as an option nor in the
+    /// environment) and how to give it. Names keys and variables only, never a value.
+    pub(super) fn missing_credentials(&self, path: &str) -> String {
+        let props = self.storage_props(path);
+        let given = |keys: &[&str]| keys.iter().any(|k| props.get(*k).is_some_and(|v| !v.is_empty()));
+        let access = given(&["s3.access-key", "s3.access.key", "fs.s3a.access.key", "s3a.access.key"]);
+        let secret = given(&["s3.secret-key", "s3.secret.key", "fs.s3a.secret.key", "s3a.secret.key"]);
+        let missing = match (access, secret) {
+            (true, false) => "an access key was given without its secret key (s3.secret-key / AWS_SECRET_ACCESS_KEY)",
+            (false, true) => "a secret key was given without its access key (s3.access-key / AWS_ACCESS_KEY_ID)",
+            _ => "no S3 credentials were given",
+        };
+        format!(
+            "{missing}: give options := MAP {{'s3.access-key': ..., 's3.secret-key': ...}} (best as a prepared \
+             parameter, so the secret stays out of the SQL text) or set AWS_ACCESS_KEY_ID and \
+             AWS_SECRET_ACCESS_KEY; for a public bucket, options := MAP {{'s3.anonymous': 'true'}}"
+        )
     }
 
     /// Every secret value in play for `path` (given or from the environment), longest first.
@@ -141,5 +193,42 @@ mod tests {
         assert!(o.secrets("s3://b/t").contains(&"hunter2-secret".to_string()));
         let aws = LakeOptions::new([("s3.endpoint".to_string(), "https://s3.eu-west-1.amazonaws.com".to_string())]);
         assert!(!aws.storage_props("s3://b/t").contains_key("s3.path-style-access"));
+    }
+
+    #[test]
+    fn missing_credentials_say_which_half_is_missing_and_show_no_value() {
+        let path = "s3://b/t";
+        let none = LakeOptions::new([("s3.region".to_string(), "eu".to_string())]);
+        // (the test process has no AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY: cargo test's own env)
+        if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() && std::env::var_os("AWS_SECRET_ACCESS_KEY").is_none() {
+            assert!(none.missing_credentials(path).starts_with("no S3 credentials were given: give options := MAP"));
+            let half = LakeOptions::new([("s3.access-key".to_string(), "AKIDEXAMPLE".to_string())]);
+            let said = half.missing_credentials(path);
+            assert!(said.starts_with("an access key was given without its secret key"), "{said}");
+            assert!(!said.contains("AKIDEXAMPLE"), "{said}");
+        }
+    }
+
+    #[test]
+    fn options_on_local_tables_only_are_refused_by_key() {
+        let o = LakeOptions::new([
+            ("s3.region".to_string(), "eu".to_string()),
+            ("s3.secret-key".to_string(), "hunter2-secret".to_string()),
+        ]);
+        for used in [&["s3://b/t"][..], &["paimon:s3a://b/t"], &["lake/t", "s3://b/m"], &["fluss://h:1/db.t"]] {
+            assert_eq!(o.check_used("f", used), Ok(()), "{used:?}");
+        }
+        assert_eq!(LakeOptions::default().check_used("f", &["lake/t"]), Ok(()), "no options, nothing to refuse");
+        let msg = o.check_used("f", &["paimon:lake/t"]).unwrap_err().to_string();
+        assert_eq!(
+            msg,
+            "f: parameter 'options' = 'MAP {…}': storage options ('s3.region', 's3.secret-key') are for Paimon \
+             tables on object storage (s3://...), and 'paimon:lake/t' is not on object storage: leave options out"
+        );
+        assert!(!msg.contains("hunter2"));
+        let msg = o.check_used("f", &["file:///a", "b"]).unwrap_err().to_string();
+        assert!(msg.contains("'file:///a', 'b' are not on object storage"), "{msg}");
+        let msg = o.check_used("f", &[]).unwrap_err().to_string();
+        assert!(msg.contains("this call names no table for them"), "{msg}");
     }
 }

@@ -22,6 +22,8 @@ pub(super) struct Site {
     pub(super) function: &'static str,
     pub(super) path: String,
     secrets: Arc<Vec<String>>,
+    /// What to say when object storage finds no credential to sign with (`missing_credentials`).
+    no_credentials: Arc<String>,
     /// What the reader was doing, added to any error (e.g. reading across a schema change).
     note: Option<String>,
 }
@@ -29,7 +31,9 @@ pub(super) struct Site {
 impl Site {
     pub(super) fn new(function: &'static str, path: &str, access: &Access) -> Site {
         let secrets = Arc::new(access.options.secrets(path));
-        Site { function, path: path.replace('\0', "\\0"), secrets, note: None }
+        let no_credentials =
+            Arc::new(if is_remote(path) { access.options.missing_credentials(path) } else { String::new() });
+        Site { function, path: path.replace('\0', "\\0"), secrets, no_credentials, note: None }
     }
 
     pub(super) fn err(&self, problem: impl std::fmt::Display) -> Error {
@@ -91,6 +95,8 @@ impl Site {
         } else if text.contains("tcp connect error") || text.contains("dns error") || text.contains("ConnectionRefused")
         {
             "cannot reach the object-storage endpoint (is s3.endpoint / AWS_ENDPOINT_URL right?)".to_string()
+        } else if text.contains("failed to load signing credential") {
+            self.no_credentials.to_string()
         } else if text.contains("detect_region") || text.contains("region is missing") {
             "the S3 region is not set: give options := MAP {'s3.region': '<region>'} or set AWS_REGION".to_string()
         } else if ["SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "PermissionDenied", " 403"]
@@ -124,8 +130,13 @@ mod tests {
             ("s3.secret-key".to_string(), "hunter2-secret".to_string()),
             ("s3.access-key".to_string(), "AKIDEXAMPLE".to_string()),
         ]);
-        let place =
-            Site { function: "f", path: "s3://b/t".into(), secrets: Arc::new(o.secrets("s3://b/t")), note: None };
+        let place = Site {
+            function: "f",
+            path: "s3://b/t".into(),
+            secrets: Arc::new(o.secrets("s3://b/t")),
+            no_credentials: Arc::default(),
+            note: None,
+        };
         let msg = place.err("denied for AKIDEXAMPLE with hunter2-secret").to_string();
         assert!(!msg.contains("hunter2") && !msg.contains("AKIDEXAMPLE"), "{msg}");
     }

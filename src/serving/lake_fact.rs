@@ -23,6 +23,14 @@ use crate::serving::publish::mart_batch;
 use crate::serving::read;
 use crate::serving::source::duckdb_type_name;
 
+/// `fact :=` names a relation, not a Paimon table.
+pub fn not_a_lake_fact(function: &'static str, raw: &str) -> Error {
+    Error::Refused {
+        function,
+        problem: format!("fact := '{raw}' is not a Paimon table: give the lake fact table (paimon:<dir> or s3://...)"),
+    }
+}
+
 /// The mart of a Paimon fact table's merged state, aggregated while its batches stream past:
 /// memory grows with the groups, never with the fact. The state is the latest snapshot, or,
 /// when `at` names one (the fact state a replica's mart reflects, `freshness`), that snapshot —
@@ -40,14 +48,7 @@ pub fn lake_fact_mart(
 ) -> Result<(Mart, Option<i64>)> {
     let path = match Origin::of(raw, &access.sandbox)? {
         Origin::Lake(path) => path,
-        Origin::Relation(_) | Origin::Stream(_) => {
-            return Err(Error::Refused {
-                function,
-                problem: format!(
-                    "fact := '{raw}' is not a Paimon table: give the lake fact table (paimon:<dir> or s3://...)"
-                ),
-            })
-        }
+        Origin::Relation(_) | Origin::Stream(_) => return Err(not_a_lake_fact(function, raw)),
     };
     let table = LakeTable::open(function, &path, access)?;
     table.check_readable()?;

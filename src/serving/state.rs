@@ -61,19 +61,22 @@ impl Database {
     /// How a call reaches the Paimon table `source` names: with the options it gives (then
     /// remembered for that table), or else with those last given for the same table.
     pub fn lake_access(&self, access: &Access, lake: Option<&str>) -> Access {
-        let Some(path) = lake.map(str::to_string) else {
-            return access.clone();
-        };
-        let mut memo = lock(&self.lake_options);
-        if !access.options.is_empty() {
-            memo.retain(|(p, _)| *p != path);
+        if let Some(path) = lake.filter(|_| !access.options.is_empty()) {
+            let mut memo = lock(&self.lake_options);
+            memo.retain(|(p, _)| p != path);
             if memo.len() >= REMEMBERED_TABLES {
                 memo.remove(0);
             }
-            memo.push((path, access.options.clone()));
+            memo.push((path.to_string(), access.options.clone()));
             return access.clone();
         }
-        match memo.iter().find(|(p, _)| *p == path) {
+        self.remembered_access(access, lake)
+    }
+
+    /// `lake_access` without remembering anything (for bind, which must have no side effects).
+    pub fn remembered_access(&self, access: &Access, lake: Option<&str>) -> Access {
+        let Some(path) = lake.filter(|_| access.options.is_empty()) else { return access.clone() };
+        match lock(&self.lake_options).iter().find(|(p, _)| p == path) {
             Some((_, options)) => Access { sandbox: access.sandbox.clone(), options: options.clone() },
             None => access.clone(),
         }

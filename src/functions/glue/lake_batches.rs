@@ -12,6 +12,8 @@ use duckdb::vtab::{to_duckdb_logical_type, BindInfo, InitInfo, Value};
 #[cfg(duckdb14)]
 use super::settings::ValueExt;
 use crate::core::error::{Error, Result};
+use crate::core::source::Origin;
+use crate::host::sandbox::Sandbox;
 use crate::host::session::Running;
 use crate::lake::LakeOptions;
 use crate::serving::state::SharedDatabase;
@@ -24,9 +26,13 @@ pub fn path_param(bind: &BindInfo, function: &'static str) -> Result<String> {
     if v.is_null() {
         return Err(Error::NullArgument { function, parameter: "path" });
     }
-    // `paimon:<dir>` is how every other function names a Paimon table: the same here.
-    let path = super::value::text_arg(&v, function, "path")?;
-    Ok(path.trim_start().strip_prefix("paimon:").map(|p| p.trim().to_string()).unwrap_or(path))
+    Ok(paimon_path(&super::value::text_arg(&v, function, "path")?))
+}
+
+/// A Paimon table's path as given to a lake function: `paimon:<dir>` is how every other
+/// function names a Paimon table, so the prefix means the same here.
+fn paimon_path(raw: &str) -> String {
+    raw.trim_start().strip_prefix("paimon:").map_or(raw, str::trim).to_string()
 }
 
 /// A snapshot id asked for by name; an explicit NULL is refused (it would otherwise read the
@@ -111,8 +117,9 @@ pub fn columns_param(bind: &BindInfo, function: &'static str) -> Result<Option<c
 pub const COLUMNS: &str = "columns";
 
 /// The `options` named parameter (empty when absent or NULL). Keys and values must be non-NULL
-/// text; a value is never echoed back, since it may be a secret.
-pub fn options_param(bind: &BindInfo, function: &'static str) -> Result<LakeOptions> {
+/// text; a value is never echoed back, since it may be a secret. Refused when none of the
+/// call's `tables` (as named) is on object storage: nothing would use them.
+pub fn options_param(bind: &BindInfo, function: &'static str, tables: &[&str]) -> Result<LakeOptions> {
     let Some(pairs) = map_param(bind, function, OPTIONS, "option")? else {
         return Ok(LakeOptions::default());
     };
@@ -130,7 +137,40 @@ pub fn options_param(bind: &BindInfo, function: &'static str) -> Result<LakeOpti
             ),
         });
     }
+    options.check_used(function, tables)?;
     Ok(options)
+}
+
+/// What a function's argument names, for the check at bind (`table_arg_path`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableArg {
+    /// A Paimon table's path (`paimon:` optional): `paimon_snapshots(path)`.
+    Path,
+    /// A source string: a Paimon table, or a relation or file checked when the function runs.
+    Source,
+    /// `fact :=`: a Paimon fact table; a relation there is refused.
+    Fact,
+}
+
+/// The Paimon table an argument names, to be opened at bind (`glue::table`): a table that
+/// cannot be opened — missing, not a Paimon table, forbidden by the sandbox — is then the same
+/// Binder Error, in the same words, from every function, as from `paimon_scan` (which needs the
+/// schema at bind). None for a Fluss table, a relation or a file source (left to the function's
+/// run).
+pub fn table_arg_path(function: &'static str, arg: TableArg, raw: &str, sandbox: &Sandbox) -> Result<Option<String>> {
+    if arg == TableArg::Path {
+        return Ok(Some(paimon_path(raw)));
+    }
+    match (arg, Origin::of(raw, sandbox)) {
+        (_, Ok(Origin::Lake(path))) => Ok(Some(path)),
+        (TableArg::Fact, Ok(Origin::Relation(_) | Origin::Stream(_))) => {
+            Err(crate::serving::lake_fact::not_a_lake_fact(function, raw))
+        }
+        (_, Err(denied @ Error::Denied { .. })) => Err(denied.in_function(function)),
+        // A path that is neither a Paimon table nor a file: said as for any Paimon table.
+        (TableArg::Fact, Err(_)) if !crate::core::stream::is_fluss(raw) => Ok(Some(raw.trim().to_string())),
+        _ => Ok(None),
+    }
 }
 
 /// Declares one DuckDB column per Arrow field of `table` (how a refusal names it: "Paimon table

@@ -88,6 +88,8 @@ pub fn declare(bind: &BindInfo, columns: &[(&str, LogicalTypeId)]) {
 /// caller's search_path, which our connection then uses to resolve unqualified names.
 pub struct Call {
     pub arg: String,
+    /// Further positional VARCHAR arguments (`RowsFunction::MORE_PARAMS`), in order.
+    pub more: Vec<String>,
     pub search_path: String,
     /// The caller's sandbox and, for functions that read the lake, the storage options.
     pub access: Access,
@@ -120,6 +122,7 @@ pub fn bind_call(bind: &BindInfo, function: &'static str, name: Option<&'static 
     };
     Ok(Call {
         arg,
+        more: Vec::new(),
         search_path: super::settings::search_path(bind),
         access: Access { sandbox: super::settings::sandbox(bind), options: Default::default() },
         named: Vec::new(),
@@ -127,6 +130,26 @@ pub fn bind_call(bind: &BindInfo, function: &'static str, name: Option<&'static 
         columns: None,
         wait: crate::core::wait::WRITER_WAIT,
     })
+}
+
+/// The positional VARCHAR parameters after the first, named `names` (each refused when NULL).
+pub fn more_params(bind: &BindInfo, function: &'static str, names: &[&'static str]) -> Result<Vec<String>> {
+    (1..)
+        .zip(names)
+        .map(|(i, &parameter)| {
+            let v = bind.get_parameter(i);
+            if v.is_null() {
+                return Err(Error::NullArgument { function, parameter });
+            }
+            text_arg(&v, function, parameter)
+        })
+        .collect()
+}
+
+/// Rows `(line, text)` of a rendered text, one per line, numbered from 1: the table form of a
+/// function that renders SQL, readable in the CLI's box mode (the scalar form is one text).
+pub fn text_lines(text: &str) -> Vec<Vec<Cell>> {
+    text.lines().zip(1..).map(|(line, n)| vec![Cell::BigInt(n), Cell::Text(line.into())]).collect()
 }
 
 /// What a table function's body gets: a connection for its role, what bind captured, and the

@@ -9,21 +9,25 @@ use duckdb::core::{DataChunkHandle, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
 use duckdb::Connection;
 
+use super::dashboard_args;
+use super::lake_batches::{self, TableArg};
 use super::rows::{self, Call, Cell, Ctx, DayRevenueRows, Rows};
 #[cfg(duckdb14)]
 use super::settings::ValueExt;
-use super::{dashboard_args, lake_batches};
 use crate::core::dashboard::DashboardQuery;
 use crate::core::error::{Error, Result};
 use crate::host::session::Role;
 use crate::host::transaction::Transaction;
 use crate::serving::read::DayRevenue;
+use crate::serving::state::SharedDatabase;
 
 /// A table function returning materialized rows.
 pub trait RowsFunction {
     const NAME: &'static str;
-    /// Name of the single VARCHAR parameter, if the function takes one.
+    /// Name of the first VARCHAR parameter, if the function takes one.
     const PARAM: Option<&'static str>;
+    /// Names of further positional VARCHAR parameters after `PARAM` (non-NULL, in `Call::more`).
+    const MORE_PARAMS: &'static [&'static str] = &[];
     const COLUMNS: &'static [(&'static str, LogicalTypeId)];
     /// Readers run beside builds and refreshes; writers take turns.
     const ROLE: Role;
@@ -31,6 +35,17 @@ pub trait RowsFunction {
     const NAMED: &'static [(&'static str, LogicalTypeId)] = &[];
     /// Whether the function reads Paimon tables and so takes `options := MAP {...}`.
     const LAKE_OPTIONS: bool = false;
+    /// The named parameters (of `NAMED`) that name a table the options may be for; `PARAM`,
+    /// when there is one, always does.
+    const LAKE_NAMED: &'static [&'static str] = &[];
+    /// The parameters (`PARAM` or of `NAMED`) naming a Paimon table opened at bind
+    /// (`open_table_arg`).
+    const TABLE_ARGS: &'static [(&'static str, TableArg)] = &[];
+    /// More checks of the arguments at bind (none by default).
+    fn bind_more(bind: &BindInfo) -> Result<()> {
+        let _ = bind;
+        Ok(())
+    }
     /// Whether the function reads a source and so takes `columns := MAP {...}`.
     const COLUMN_MAP: bool = false;
     /// Whether the function asks the dashboard's question and so takes its named parameters
@@ -78,6 +93,22 @@ fn wait_param(bind: &BindInfo, function: &'static str) -> Result<Option<std::tim
     crate::core::wait::writer_wait(function, months, days, micros, &v.to_string()).map(Some)
 }
 
+/// The text of the named parameter `name` of `declared`, from the values bind collected.
+fn named<'a>(call: &'a Call, declared: &[(&str, LogicalTypeId)], name: &str) -> Option<&'a str> {
+    declared.iter().zip(&call.named).find(|((n, _), _)| *n == name).and_then(|(_, v)| v.as_deref())
+}
+
+/// Opens (and drops) the Paimon table an argument names, at bind (`lake_batches::table_arg_path`),
+/// with the options the call gives or those remembered for that table.
+fn open_table_arg(bind: &BindInfo, call: &Call, function: &'static str, arg: TableArg, raw: &str) -> Result<()> {
+    let Some(path) = lake_batches::table_arg_path(function, arg, raw, &call.access.sandbox)? else { return Ok(()) };
+    // SAFETY: every table function is registered with a `SharedDatabase` as extra info
+    // (functions::register_all), which DuckDB keeps alive as long as the function exists.
+    let db = unsafe { &*bind.get_extra_info::<SharedDatabase>() };
+    let access = db.remembered_access(&call.access, Some(&path));
+    crate::lake::LakeTable::open(function, &path, &access).map(drop)
+}
+
 pub struct Table<F>(PhantomData<F>);
 pub struct PerCompany<F>(PhantomData<F>);
 
@@ -93,13 +124,24 @@ impl<F: RowsFunction> VTab for Table<F> {
         super::guarded(|| {
             rows::declare(bind, F::COLUMNS);
             let mut call = rows::bind_call(bind, F::NAME, F::PARAM)?;
+            call.more = rows::more_params(bind, F::NAME, F::MORE_PARAMS)?;
             call.named = F::NAMED
                 .iter()
                 .map(|(name, _)| bind.get_named_parameter(name).filter(|v| !v.is_null()).map(|v| v.to_string()))
                 .collect();
             if F::LAKE_OPTIONS {
-                call.access.options = lake_batches::options_param(bind, F::NAME)?;
+                let tables: Vec<&str> = (F::PARAM.map(|_| call.arg.as_str()).into_iter())
+                    .chain(F::LAKE_NAMED.iter().filter_map(|name| named(&call, F::NAMED, name)))
+                    .collect();
+                call.access.options = lake_batches::options_param(bind, F::NAME, &tables)?;
             }
+            for &(name, arg) in F::TABLE_ARGS {
+                let value = if F::PARAM == Some(name) { Some(call.arg.as_str()) } else { named(&call, F::NAMED, name) };
+                if let Some(raw) = value {
+                    open_table_arg(bind, &call, F::NAME, arg, raw)?;
+                }
+            }
+            F::bind_more(bind)?;
             if F::COLUMN_MAP {
                 call.columns = lake_batches::columns_param(bind, F::NAME)?;
             }
@@ -138,7 +180,9 @@ impl<F: RowsFunction> VTab for Table<F> {
     }
 
     fn parameters() -> Option<Vec<LogicalTypeHandle>> {
-        varchar_param(F::PARAM)
+        let mut params = varchar_param(F::PARAM).unwrap_or_default();
+        params.extend(F::MORE_PARAMS.iter().map(|_| LogicalTypeHandle::from(LogicalTypeId::Varchar)));
+        Some(params)
     }
 
     fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
@@ -170,7 +214,11 @@ impl<F: CompanyFunction> VTab for PerCompany<F> {
             call.dashboard = dashboard_args::bind(bind, F::NAME)?;
             if F::LAKE_FACT {
                 call.named = vec![bind.get_named_parameter(FACT).filter(|v| !v.is_null()).map(|v| v.to_string())];
-                call.access.options = lake_batches::options_param(bind, F::NAME)?;
+                let fact: Vec<&str> = call.named[0].as_deref().into_iter().collect();
+                call.access.options = lake_batches::options_param(bind, F::NAME, &fact)?;
+                if let Some(raw) = fact.first() {
+                    open_table_arg(bind, &call, F::NAME, TableArg::Fact, raw)?;
+                }
             }
             Ok(call)
         })

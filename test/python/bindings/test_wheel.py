@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import datetime
 import hashlib
+import json
 import re
 import shutil
 import sys
@@ -155,9 +156,10 @@ def test_platform_tag_rule_agrees_with_auditwheel_on_other_binaries(library, tmp
     assert tag == auditwheel_tag(built)
 
 
-@pytest.mark.timeout(300)
-def test_wheel_installs_into_a_fresh_venv_and_serves(wheel, tmp_path):
-    venv = tmp_path / "venv"
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> Path:
+    """The python of a fresh venv holding only the pinned duckdb and the wheel."""
+    venv = tmp_path_factory.mktemp("wheel_venv") / "venv"
     run([shutil.which("python3") or sys.executable, "-m", "venv", venv], timeout=120)
     py = venv / "bin" / "python"
     run(
@@ -180,6 +182,12 @@ def test_wheel_installs_into_a_fresh_venv_and_serves(wheel, tmp_path):
     for tool in ("pip", "setuptools", "wheel"):
         installed.pop(tool, None)
     assert installed == {"duckdb": pinned_duckdb(), "streamhouse": cargo_version()}, installed
+    return py
+
+
+@pytest.mark.timeout(300)
+def test_wheel_installs_into_a_fresh_venv_and_serves(installed, tmp_path):
+    py = installed
     work = tmp_path / "work"
     work.mkdir()
     p = run(
@@ -202,6 +210,29 @@ def test_wheel_installs_into_a_fresh_venv_and_serves(wheel, tmp_path):
     src.close()
     p = run([py, "-c", readme_block("python", "streamhouse.load(con)")], cwd=work, timeout=120)
     assert p.stdout.strip().splitlines()[-1] == repr(oracle(orders)[0]["acme"]), p.stdout
+
+
+@pytest.mark.timeout(300)
+def test_the_docstring_example_builds(installed, tmp_path):
+    """`help(streamhouse)`'s example, run as written by the installed wheel, builds the layer: its
+    dashboard equals a plain-Python oracle over the orders it created (read back from its own
+    `orders` table), and `fct_orders` holds every one of them. (`con.sql(...)` in the example
+    once built nothing: a lazy relation.)"""
+    probe = (
+        "import streamhouse, textwrap\nlines = streamhouse.__doc__.split('\\n\\n')[1]\nprint(textwrap.dedent(lines))\n"
+    )
+    block = run([installed, "-c", probe], cwd=tmp_path, timeout=60).stdout
+    assert "streamhouse.load(con)" in block and "serving_build" in block, block
+    check = (
+        "\nimport json\n"
+        "print('CHECK ' + json.dumps({'orders': con.execute('SELECT * FROM orders').fetchall(), "
+        "'fct': con.execute('SELECT count(*) FROM fct_orders').fetchone()[0]}, default=str))\n"
+    )
+    out = run([installed, "-c", block + check], cwd=tmp_path, timeout=120).stdout.strip().splitlines()
+    got = json.loads(out[-1].removeprefix("CHECK "))
+    orders = [(o, c, datetime.date.fromisoformat(d), r) for o, c, d, r in got["orders"]]
+    assert orders and got["fct"] == len(orders), got
+    assert out[-2] == repr(oracle(orders)[0]["acme"]), out
 
 
 def test_load_on_a_duckdb_too_old_names_the_version_needed(wheel, tmp_path):

@@ -736,6 +736,48 @@ def test_errors_say_what_is_wrong(s3, orders, case):
     assert not any(r in ours for r in raw), f"{case}: raw storage context in the message: {ours}"
 
 
+# case: (options given: what of the key pair, env given, what the error must say first). The
+# endpoint and region are always given; nothing else is in the child's environment.
+NO_CREDENTIALS = {
+    "none": ({}, {}, "no S3 credentials were given"),
+    "access_key_in_env": (
+        {},
+        {"AWS_ACCESS_KEY_ID": "env"},
+        "an access key was given without its secret key (s3.secret-key / AWS_SECRET_ACCESS_KEY)",
+    ),
+    "secret_key_as_option": (
+        {"s3.secret-key": WRONG_SECRET},
+        {},
+        "a secret key was given without its access key (s3.access-key / AWS_ACCESS_KEY_ID)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NO_CREDENTIALS))
+def test_missing_credentials_are_said_in_plain_words(s3, accounts, ext_path, case):
+    """Without a complete key pair, every lake function and a lake build say what is missing and
+    how to give it (options or the AWS variables), not the storage library's signing context, and
+    show no credential."""
+    given, env, says = NO_CREDENTIALS[case]
+    env = {k: (s3.access_key if v == "env" else v) for k, v in env.items()}
+    opts = {"s3.endpoint": s3.endpoint, "s3.region": s3.region, "s3.path-style-access": "true", **given}
+    path = s3.path("accounts")
+    literal = "MAP {" + ", ".join(f"{sql_literal(k)}: {sql_literal(v)}" for k, v in opts.items()) + "}"
+    calls = [
+        (f"SELECT count(*) FROM paimon_scan(?, options := {literal})", [path]),
+        (f"SELECT count(*) FROM paimon_snapshots(?, options := {literal})", [path]),
+        (f"SELECT * FROM serving_build(?, options := {literal})", ["paimon:" + path]),
+    ]
+    for (sql, _), (kind, said) in zip(calls, run_child(ext_path, env, calls), strict=True):
+        assert kind == "error", f"{sql}: {said}"
+        ours = said.split("\n\nLINE ")[0]  # DuckDB quotes the statement after a bind error
+        function = sql.split("FROM ")[1].split("(")[0]
+        assert ours.startswith(f"Binder Error: {function}: Paimon table '{path}': {says}: give options := MAP "), ours
+        assert "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in ours, ours
+        assert not any(raw in ours for raw in ("reqsign", "Context:", "signing", "\n")), ours
+        assert_no_secret(ours, s3, f"{case}: {sql}")
+
+
 # --- DuckDB's sandbox refuses remote paths ---------------------------------------------------
 
 
