@@ -283,14 +283,17 @@ pub fn mart_ctas(place: &Place) -> String {
 /// (`core::mapping`, its `encode`d form), reused by every refresh and follow; for a Fluss
 /// source, `stream_position` is each bucket's log offset read up to (`bucket:offset,...`),
 /// `stream_lake` the Paimon table of its union read and `stream_read` which lake snapshot that
-/// was ('readable', 'latest', or 'log' when the log alone was read).
+/// was ('readable', 'latest', or 'log' when the log alone was read); `on_bad_rows` is what a
+/// refresh does with a bad row ('fail' or 'quarantine', `core::quarantine`) and `quarantined`
+/// how many orders `serving_quarantine` holds out (NULL on a replica, which has no such table).
 pub fn meta_ddl(place: &Place) -> String {
     format!(
         "CREATE OR REPLACE TABLE {} (built_at TIMESTAMP, source VARCHAR, refreshed_at TIMESTAMP, \
          refresh_source VARCHAR, refreshes BIGINT, lake_snapshot BIGINT, last_reconcile_at TIMESTAMP, \
          last_reconcile_clean BOOLEAN, fct_rows BIGINT, generation BIGINT, serving_catalog VARCHAR, \
          serving_schema VARCHAR, mode VARCHAR, lake_snapshot_millis BIGINT, rebuilt_because VARCHAR, \
-         columns VARCHAR, stream_position VARCHAR, stream_lake VARCHAR, stream_read VARCHAR)",
+         columns VARCHAR, stream_position VARCHAR, stream_lake VARCHAR, stream_read VARCHAR, on_bad_rows VARCHAR, \
+         quarantined BIGINT)",
         place.of(META)
     )
 }

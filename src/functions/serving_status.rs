@@ -10,6 +10,8 @@
 //! the layer is current: alert on `lag_ms`, not on it. `data_as_of` is the commit time of the snapshot served; `history` says why it is no longer
 //! the table's, `rebuilt_because` why a refresh or follower last rebuilt the layer.
 //! `published_to` / `published_snapshot`: this process's last `serving_publish` (memory only).
+//! `on_bad_rows` is the layer's policy; `quarantined` how many orders it holds out (listed with
+//! their reasons in `serving_quarantine`) and `quarantined_ids` the first of them.
 
 use duckdb::core::LogicalTypeId;
 
@@ -101,6 +103,9 @@ impl RowsFunction for ServingStatus {
         ("lag_records", LogicalTypeId::Bigint),
         ("last_checked_at", LogicalTypeId::TimestampTZ),
         ("stream_read", LogicalTypeId::Varchar),
+        ("on_bad_rows", LogicalTypeId::Varchar),
+        ("quarantined", LogicalTypeId::Bigint),
+        ("quarantined_ids", LogicalTypeId::Varchar),
     ];
     const ROLE: Role = Role::Reader;
 
@@ -188,6 +193,9 @@ impl RowsFunction for ServingStatus {
             stream.and_then(|(_, behind)| behind).into(),
             ts(progress.last_checked_at),
             s.stream_read.into(),
+            s.on_bad_rows.into(),
+            s.quarantined.into(),
+            s.quarantined_ids.into(),
         ]])
     }
 }
