@@ -209,6 +209,7 @@ def test_a_bad_order_fails_the_refresh_or_is_held_out_until_fixed(con, kind):
     got = refresh(con, "quarantine")
     up.apply(good + [(*r, False) for r in bad])
     assert (got["inserted"], got["updated"], got["deleted"], got["quarantined"]) == (1, 2, 1, 2), got
+    assert got["fct_rows"] == len(up.expected()[0]), got
     assert_serves(con, up, "quarantined")
     assert status_dict(con)["on_bad_rows"] == "quarantine"
     since = dict(con.execute("SELECT order_id, since FROM serving_quarantine").fetchall())
@@ -475,5 +476,32 @@ def test_reconcile_against_the_lake_fact_leaves_the_held_orders_out(tmp_path):
         assert con.execute("SELECT * FROM serving_olap('acme', fact := ?)", [source]).fetchall() == [
             (d, sum(range(1, 20)) - 5)
         ]
+    finally:
+        con.close()
+
+
+def test_a_rebuild_after_a_rollback_keeps_the_policy_and_holds_what_is_bad_then(tmp_path):
+    """A refresh that finds the held snapshot rolled back rebuilds the layer: under the recorded
+    'quarantine', from the latest state, holding exactly the orders that are bad in it."""
+    wh = Warehouse(tmp_path / "wh")
+    t = wh.create("orders", ORDERS, ["order_id"], {"bucket": "1", "merge-engine": "deduplicate"})
+    source = "paimon:" + wh.path("orders")
+    d = datetime.date(2024, 1, 1)
+    t.commit([{"order_id": i, "company": "acme", "order_day": d, "revenue": i} for i in range(1, 30)])
+    con = connect()
+    try:
+        con.execute("SELECT * FROM serving_build(?, on_bad_rows := 'quarantine')", [source]).fetchall()
+        t.commit([{"order_id": 777, "company": None, "order_day": d, "revenue": 1}])
+        t.commit([{"order_id": 5, "company": "globex", "order_day": d, "revenue": None}])
+        assert refresh(con, source=source)["quarantined"] == 2
+        assert_serves_lake(con, t, "two held")
+        # the operator backs out snapshots 2 and 3; snapshot 2 is taken again by another bad order
+        t.table.rollback_to(1)
+        t.commit([{"order_id": 888, "company": "acme", "order_day": None, "revenue": 1}])
+        got = refresh(con, source=source)
+        assert got["rebuilt_because"] and got["quarantined"] == 1, got
+        assert_serves_lake(con, t, "rebuilt")
+        assert con.execute("SELECT order_id FROM serving_quarantine").fetchall() == [(888,)]
+        assert status_dict(con)["on_bad_rows"] == "quarantine"
     finally:
         con.close()
