@@ -127,6 +127,7 @@ wheel: release
 PYTEST_SUBSET := test/python/serving/test_serving.py test/python/lake/test_lake.py \
 	test/python/lake/test_lake_changelog.py test/python/serving/test_refresh_sources.py \
 	test/python/serving/test_bad_input.py test/python/lake/test_from_paimon.py \
+	test/python/serving/test_quarantine.py \
 	test/python/serving/test_refresh_property.py::test_killer_cases \
 	test/python/serving/test_refresh_property.py::test_failed_refresh_changes_nothing \
 	$(foreach s,0 1 2 3,'test/python/serving/test_refresh_property.py::test_random_refresh_sequences[$(s)]')

@@ -18,6 +18,9 @@ use crate::core::quote;
 
 /// The serving columns, in `fct_orders`' order.
 pub const SERVING: [&str; 4] = ["order_id", "company", "order_day", "revenue"];
+/// The columns of `ColumnMap::tolerant_select_list` that say why a mapped value is missing
+/// (`__sh_problem_company`, ...).
+pub const PROBLEM_PREFIX: &str = "__sh_problem_";
 
 /// Words that start a query or name a relation: a mapping is an expression over the row.
 const RELATION_WORDS: [&str; 9] =
@@ -234,6 +237,45 @@ impl ColumnMap {
         list.join(", ")
     }
 
+    /// `select_list` for `on_bad_rows := 'quarantine'` (`core::quarantine`): each mapped
+    /// expression under TRY, so a row it fails on reads NULL instead of failing the statement,
+    /// and beside each serving column `PROBLEM_PREFIX<column>`, which says (when the value is
+    /// NULL) the expression and the source values it was given. TRY(e) appears twice, never e
+    /// alone in another expression: DuckDB before 2.0.1 lifts a subexpression shared by two
+    /// expressions out of their TRY (then its error escapes), a whole TRY(e) is lifted intact.
+    pub fn tolerant_select_list(&self, columns: &[String]) -> String {
+        let mut list: Vec<String> = (0..4).map(|i| format!("TRY({}) AS {}", self.sql(i), SERVING[i])).collect();
+        list.extend(
+            columns.iter().filter(|c| !SERVING.iter().any(|s| s.eq_ignore_ascii_case(c))).map(|c| quote::ident(c)),
+        );
+        for (i, expr) in self.exprs.iter().enumerate() {
+            let problem = match expr {
+                None => "CAST(NULL AS VARCHAR)".to_string(),
+                Some(e) => {
+                    let said = quote::literal(&format!("{} := {} is NULL or fails", SERVING[i], shown(e)));
+                    let inputs: Vec<String> = referenced(e, columns)
+                        .into_iter()
+                        .map(|c| {
+                            format!(
+                                "{} || coalesce({q} || left(CAST({} AS VARCHAR), 100) || {q}, 'NULL')",
+                                quote::literal(&format!("{c} = ")),
+                                quote::ident(c),
+                                q = quote::literal("'"),
+                            )
+                        })
+                        .collect();
+                    let given = match inputs.is_empty() {
+                        true => String::new(),
+                        false => format!(" || ' for ' || concat_ws(', ', {})", inputs.join(", ")),
+                    };
+                    format!("CASE WHEN TRY({e}) IS NULL THEN {said}{given} END")
+                }
+            };
+            list.push(format!("{problem} AS {PROBLEM_PREFIX}{}", SERVING[i]));
+        }
+        list.join(", ")
+    }
+
     /// The source column order_id is, when the map names it as a plain column (a lake table's
     /// key must be read as such to find changed orders).
     pub fn key_column<'a>(&self, columns: &'a [String]) -> Option<&'a String> {
@@ -295,6 +337,27 @@ mod tests {
         let list = m.select_list(&cols);
         assert!(list.starts_with("id AS order_id, customer AS company, CAST(order_ts AS DATE) AS order_day"), "{list}");
         assert!(list.ends_with("\"note\"") || list.ends_with("note"), "{list}");
+    }
+
+    #[test]
+    fn tolerant_select_list_tries_each_expression_and_says_what_it_was_given() {
+        let m = map(&[("order_id", "id"), ("order_day", "CAST(ts AS DATE)")]).unwrap();
+        let cols: Vec<String> = ["id", "company", "ts", "revenue", "op"].map(String::from).to_vec();
+        let list = m.tolerant_select_list(&cols);
+        assert!(
+            list.starts_with("TRY(id) AS order_id, TRY(\"company\") AS company, TRY(CAST(ts AS DATE)) AS order_day")
+        );
+        assert!(list.contains("\"op\", "), "{list}");
+        assert!(
+            list.contains(
+                "CASE WHEN TRY(CAST(ts AS DATE)) IS NULL THEN 'order_day := CAST(ts AS DATE) is NULL or fails' || ' for ' \
+                 || concat_ws(', ', 'ts = ' || coalesce('''' || left(CAST(\"ts\" AS VARCHAR), 100) || '''', 'NULL')) \
+                 END AS __sh_problem_order_day"
+            ),
+            "{list}"
+        );
+        // An unmapped column is the source's own: nothing to try, no problem of its own.
+        assert!(list.contains("CAST(NULL AS VARCHAR) AS __sh_problem_company"), "{list}");
     }
 
     #[test]

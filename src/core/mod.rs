@@ -1,5 +1,5 @@
 //! Pure logic: what a source string names, the contract a source must meet and the SQL of the
-//! serving tables, the mart arithmetic of a refresh, when a lake refresh may merge a delta itself, the duplicate check, the dashboard's
+//! serving tables, the mart arithmetic of a refresh, what a bad row gets (`quarantine`), when a lake refresh may merge a delta itself, the duplicate check, the dashboard's
 //! question and its SQL, the Fluss tier DDL, which fact state a published mart commit carries, how long a writer waits
 //! for another, quoting and
 //! locations, and the one error type. Nothing here holds a DuckDB connection, calls paimon or
@@ -15,6 +15,7 @@ pub mod lineage;
 pub mod location;
 pub mod mapping;
 pub mod mart;
+pub mod quarantine;
 pub mod quote;
 pub mod schema;
 pub mod source;

@@ -285,7 +285,9 @@ pub fn mart_ctas(place: &Place) -> String {
 /// `stream_lake` the Paimon table of its union read and `stream_read` which lake snapshot that
 /// was ('readable', 'latest', or 'log' when the log alone was read); on a replica,
 /// `fact_snapshot`/`fact_commit_millis` are the fact state its mart snapshot carries
-/// (`core::fact_mark`).
+/// (`core::fact_mark`); `on_bad_rows` is what a
+/// refresh does with a bad row ('fail' or 'quarantine', `core::quarantine`) and `quarantined`
+/// how many orders `serving_quarantine` holds out (NULL on a replica, which has no such table).
 pub fn meta_ddl(place: &Place) -> String {
     format!(
         "CREATE OR REPLACE TABLE {} (built_at TIMESTAMP, source VARCHAR, refreshed_at TIMESTAMP, \
@@ -293,7 +295,7 @@ pub fn meta_ddl(place: &Place) -> String {
          last_reconcile_clean BOOLEAN, fct_rows BIGINT, generation BIGINT, serving_catalog VARCHAR, \
          serving_schema VARCHAR, mode VARCHAR, lake_snapshot_millis BIGINT, rebuilt_because VARCHAR, \
          columns VARCHAR, stream_position VARCHAR, stream_lake VARCHAR, stream_read VARCHAR, fact_snapshot BIGINT, \
-         fact_commit_millis BIGINT)",
+         fact_commit_millis BIGINT, on_bad_rows VARCHAR, quarantined BIGINT)",
         place.of(META)
     )
 }

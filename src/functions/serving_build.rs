@@ -1,12 +1,14 @@
-//! `serving_build(source VARCHAR [, replace := BOOLEAN])`: (re)creates fct_orders + mart_daily in
-//! one transaction and returns one summary row. It never replaces a table it did not create
-//! unless `replace := true`, and a build from another source stops the follower (the layer no
-//! longer reflects what it follows): the result's `stopped_following` names it.
+//! `serving_build(source VARCHAR [, replace := BOOLEAN] [, on_bad_rows := VARCHAR])`: (re)creates
+//! fct_orders + mart_daily in one transaction and returns one summary row; a bad order fails the
+//! build, or, under `on_bad_rows := 'quarantine'`, is held out (`core::quarantine`). It never
+//! replaces a table it did not create unless `replace := true`, and a build from another source
+//! stops the follower (the layer no longer reflects what it follows): the result's
+//! `stopped_following` names it.
 
 use duckdb::core::LogicalTypeId;
 
 use super::glue::lake_batches::TableArg;
-use super::glue::rows::{Cell, Ctx};
+use super::glue::rows::{on_bad_rows, Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::Result;
 use crate::core::source::Origin;
@@ -29,16 +31,22 @@ impl RowsFunction for ServingBuild {
         ("lake_snapshot", LogicalTypeId::Bigint),
         ("elapsed_ms", LogicalTypeId::Double),
         ("stopped_following", LogicalTypeId::Varchar),
+        ("quarantined", LogicalTypeId::Bigint),
     ];
     const ROLE: Role = Role::Writer;
-    const NAMED: &'static [(&'static str, LogicalTypeId)] =
-        &[("replace", LogicalTypeId::Boolean), ("lake", LogicalTypeId::Varchar)];
+    const NAMED: &'static [(&'static str, LogicalTypeId)] = &[
+        ("replace", LogicalTypeId::Boolean),
+        ("lake", LogicalTypeId::Varchar),
+        ("on_bad_rows", LogicalTypeId::Varchar),
+    ];
     const LAKE_OPTIONS: bool = true;
     const TABLE_ARGS: &'static [(&'static str, TableArg)] = &[("source", TableArg::Source)];
     const LAKE_NAMED: &'static [&'static str] = &["lake"];
     const COLUMN_MAP: bool = true;
 
     fn write(ctx: &Ctx, tx: &mut Transaction) -> Result<Vec<Vec<Cell>>> {
+        // A build starts the layer's policy afresh: 'fail' unless given.
+        let policy = on_bad_rows(ctx, 2, Self::NAME)?.unwrap_or_default();
         // replace := true lets a build drop tables of the serving names that it did not create.
         let replace = ctx.call.named.first().cloned().flatten().is_some_and(|v| v.eq_ignore_ascii_case("true"));
         // lake := the Paimon warehouse a Fluss table is tiered into (when the cluster does not say).
@@ -53,7 +61,7 @@ impl RowsFunction for ServingBuild {
             ctx.call.columns.as_ref(),
             lake.as_deref(),
             &access,
-            replace,
+            (replace, policy),
             tx,
         )?;
         tx.after_commit(ctx.conn, refresh::warm);
@@ -73,6 +81,7 @@ impl RowsFunction for ServingBuild {
             s.lake_snapshot.into(),
             s.elapsed_ms.into(),
             stopped.into(),
+            s.quarantined.into(),
         ]])
     }
 }

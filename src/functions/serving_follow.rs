@@ -1,22 +1,26 @@
-//! `serving_follow(source VARCHAR, every := INTERVAL, publish := VARCHAR)`: applies every new
-//! snapshot of the Paimon table the layer was built from, in the background, one atomic refresh
-//! per apply, and with `publish` writes the mart to that Paimon mart table after every apply (as
-//! `serving_publish` does; the call's `options` serve both tables) — the first time before the
-//! call returns, so a target serving_publish would refuse is refused here, the running follower
-//! kept. Calling it again replaces the follower. Returns what is followed and where it publishes.
+//! `serving_follow(source VARCHAR, every := INTERVAL, publish := VARCHAR, on_bad_rows := VARCHAR)`:
+//! applies every new snapshot of the Paimon table the layer was built from, in the background, one
+//! atomic refresh per apply (a bad order stops it, or, with `on_bad_rows := 'quarantine'`, recorded
+//! as the layer's policy, is held out), and with `publish` writes the mart to that Paimon mart
+//! table after every apply (as `serving_publish` does; the call's `options` serve both tables) —
+//! the first time before the call returns, so a target serving_publish would refuse is refused
+//! here, the running follower kept. Calling it again replaces the follower. Returns what is
+//! followed and where it publishes.
 
 use std::time::Duration;
 
 use duckdb::core::LogicalTypeId;
 
 use super::glue::lake_batches::TableArg;
-use super::glue::rows::{Cell, Ctx};
+use super::glue::rows::{on_bad_rows, Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::{Error, Result};
+use crate::core::quarantine::OnBadRows;
 use crate::core::source::Origin;
 use crate::host::session::Role;
 use crate::serving::meta::generation;
-use crate::serving::{follow, publish};
+use crate::serving::served::{self, Mode};
+use crate::serving::{follow, publish, quarantine};
 
 pub struct ServingFollow;
 
@@ -74,6 +78,30 @@ fn origin(source: &str, access: &crate::lake::Access) -> Result<Origin> {
     }
 }
 
+/// `on_bad_rows :=`, when given, recorded as the layer's policy before the follower starts (its
+/// applies read it from serving_meta, as a follower started after a reopen does). A mart-only
+/// replica has no orders to hold out: 'quarantine' is refused there.
+fn keep_policy(ctx: &Ctx, policy: Option<OnBadRows>) -> Result<()> {
+    let Some(policy) = policy else { return Ok(()) };
+    if served::mode(ctx.conn, ServingFollow::NAME)? == Mode::Mart {
+        return match policy {
+            OnBadRows::Quarantine => Err(Error::Refused {
+                function: ServingFollow::NAME,
+                problem: "on_bad_rows := 'quarantine' holds bad orders out of a fact layer; this layer is a mart-only \
+                          replica (the layer that publishes its mart table holds them out)"
+                    .into(),
+            }),
+            OnBadRows::Fail => Ok(()),
+        };
+    }
+    ctx.db
+        .session
+        .write(ServingFollow::NAME, &ctx.call.search_path, crate::core::wait::WRITER_WAIT, |conn, _| {
+            quarantine::record(conn, policy, ServingFollow::NAME)
+        })
+        .map(|_| ())
+}
+
 impl RowsFunction for ServingFollow {
     const NAME: &'static str = "serving_follow";
     const PARAM: Option<&'static str> = Some("source");
@@ -85,8 +113,11 @@ impl RowsFunction for ServingFollow {
     ];
     // The follower itself takes the writer; starting it only reads serving_meta.
     const ROLE: Role = Role::Reader;
-    const NAMED: &'static [(&'static str, LogicalTypeId)] =
-        &[("every", LogicalTypeId::Interval), ("publish", LogicalTypeId::Varchar)];
+    const NAMED: &'static [(&'static str, LogicalTypeId)] = &[
+        ("every", LogicalTypeId::Interval),
+        ("publish", LogicalTypeId::Varchar),
+        ("on_bad_rows", LogicalTypeId::Varchar),
+    ];
     const LAKE_OPTIONS: bool = true;
     const TABLE_ARGS: &'static [(&'static str, TableArg)] = &[("source", TableArg::Source)];
     const LAKE_NAMED: &'static [&'static str] = &["publish"];
@@ -94,10 +125,12 @@ impl RowsFunction for ServingFollow {
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
         let every = every(ctx)?;
         let source = ctx.call.arg.trim().to_string();
+        let policy = on_bad_rows(ctx, 2, Self::NAME)?;
         // The source decided once; everything below takes this value, never the string again.
         let origin = origin(&source, &ctx.call.access)?;
         let access = ctx.db.lake_access(&ctx.call.access, origin.lake());
         let apply = follow_apply(ctx, &source, &origin, &access)?;
+        keep_policy(ctx, policy)?;
         let publish = match ctx.call.named.get(1).cloned().flatten() {
             Some(target) => {
                 // A target the sandbox forbids is refused now, not by every apply in the background.

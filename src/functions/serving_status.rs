@@ -15,6 +15,8 @@
 //! without snapshots, none and the time the layer last read it); on a replica what the mart
 //! table's snapshot it serves carries, written there by the publisher — a replica's `lag_ms`
 //! is then measured from that fact commit time (see `alert_lag`).
+//! `on_bad_rows` is the layer's policy; `quarantined` how many orders it holds out (listed with
+//! their reasons in `serving_quarantine`) and `quarantined_ids` the first of them.
 
 use duckdb::core::LogicalTypeId;
 
@@ -117,6 +119,9 @@ impl RowsFunction for ServingStatus {
         ("stream_read", LogicalTypeId::Varchar),
         ("fact_snapshot", LogicalTypeId::Bigint),
         ("fact_commit_time", LogicalTypeId::TimestampTZ),
+        ("on_bad_rows", LogicalTypeId::Varchar),
+        ("quarantined", LogicalTypeId::Bigint),
+        ("quarantined_ids", LogicalTypeId::Varchar),
     ];
     const ROLE: Role = Role::Reader;
 
@@ -208,6 +213,9 @@ impl RowsFunction for ServingStatus {
             s.stream_read.into(),
             fact.snapshot.into(),
             fact.commit_millis.map_or(Cell::Null, |ms| Cell::Timestamp(ms * 1000)),
+            s.on_bad_rows.into(),
+            s.quarantined.into(),
+            s.quarantined_ids.into(),
         ]])
     }
 }

@@ -148,7 +148,7 @@ fn apply_once(conn: &Connection, source: &str, path: &str, options: &LakeOptions
     }
     let mut tx = Transaction::new();
     let origin = Origin::Lake(path.to_string());
-    let applied = refresh::refresh(conn, source, &origin, None, &access, None, &mut tx);
+    let applied = refresh::refresh(conn, source, &origin, (None, None), &access, None, &mut tx);
     match applied {
         Ok(summary) => {
             tx.commit(conn)?;

@@ -4,9 +4,9 @@
 //! it (`reconcile`); `serving_olap(company, fact := ...)` asks it the dashboard's question. How a
 //! mart-only replica, which holds no `fct_orders`, checks itself.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use duckdb::arrow::array::{Array, Date32Array, Decimal128Array, StringArray};
+use duckdb::arrow::array::{Array, Date32Array, Decimal128Array, Int64Array, StringArray};
 use duckdb::arrow::compute::cast;
 use duckdb::arrow::datatypes::DataType;
 use duckdb::Connection;
@@ -37,7 +37,8 @@ pub fn not_a_lake_fact(function: &'static str, raw: &str) -> Error {
 /// refused, saying why, when the table's snapshot of that id is not the one the publisher read
 /// (expired, rolled back, another table). The fact's columns are checked against the serving
 /// contract as a build checks them; a NULL company, day or revenue is refused naming the
-/// source. With `only`, the groups of that company alone.
+/// source. With `only`, the groups of that company alone. The orders the caller's layer holds
+/// out (`serving::quarantine`) are left out, as the layer leaves them out of its mart.
 pub fn lake_fact_mart(
     conn: &Connection,
     function: &'static str,
@@ -55,7 +56,11 @@ pub fn lake_fact_mart(
     let described: Vec<(String, String)> =
         table.schema()?.fields().iter().map(|f| (f.name().clone(), duckdb_type_name(f.data_type()))).collect();
     let columns = schema::match_columns(raw, &described)?;
-    let projection = vec![columns.company.clone(), columns.order_day.clone(), columns.revenue.clone()];
+    let held: HashSet<i64> = crate::serving::quarantine::held_ids(conn).into_iter().collect();
+    let mut projection = vec![columns.company.clone(), columns.order_day.clone(), columns.revenue.clone()];
+    if !held.is_empty() {
+        projection.push(columns.order_id.clone());
+    }
     if let Some(id) = at.snapshot {
         if let Some(why) = lineage::judge(id, at.commit_millis, &table.observe(id)?) {
             return Err(Error::Refused {
@@ -86,7 +91,15 @@ pub fn lake_fact_mart(
         let company = company.as_any().downcast_ref::<StringArray>().expect("cast to Utf8");
         let day = day.as_any().downcast_ref::<Date32Array>().expect("cast to Date32");
         let revenue = revenue.as_any().downcast_ref::<Decimal128Array>().expect("cast to Decimal128");
+        let ids = match held.is_empty() {
+            true => None,
+            false => Some(cast_to(3, &DataType::Int64)?),
+        };
+        let ids = ids.as_ref().map(|a| a.as_any().downcast_ref::<Int64Array>().expect("cast to Int64"));
         for i in 0..batch.num_rows() {
+            if ids.is_some_and(|ids| ids.is_valid(i) && held.contains(&ids.value(i))) {
+                continue;
+            }
             if company.is_null(i) || day.is_null(i) || revenue.is_null(i) {
                 return Err(bad(format!(
                     "an order has a NULL {} (the fact's merged state must name a company, a day and a revenue)",

@@ -95,9 +95,9 @@ pub fn resolve(
     };
     let finish = |relation: String, snapshot: Option<i64>, read: Option<Parcel>, any_order: bool, staged: bool| {
         let lake_snapshot_millis = history::commit_millis(table, snapshot)?;
-        let (relation, mut columns) = match map {
-            Some(map) => mapped::wrap(conn, raw, &relation, map)?,
-            None => (relation, schema::match_columns(raw, &described)?),
+        let (relation, tolerant, mut columns) = match map {
+            Some(map) => mapped::wrap(conn, raw, &relation, map)?.into_parts(),
+            None => (relation, None, schema::match_columns(raw, &described)?),
         };
         if staged {
             columns.deleted = Some(quote::ident("deleted"));
@@ -105,6 +105,7 @@ pub fn resolve(
         Ok::<_, Error>(ResolvedSource {
             raw: raw.into(),
             relation,
+            tolerant,
             columns,
             lake_snapshot: snapshot,
             lake_snapshot_millis,
@@ -234,13 +235,14 @@ pub fn resolve_at(
             (Part::Lake.scan_of(parcel.id()), Some(parcel), AnyOrder::allowed(conn))
         }
     };
-    let (relation, columns) = match map {
-        Some(map) => mapped::wrap(conn, raw, &relation, map)?,
-        None => (relation, schema::match_columns(raw, &described)?),
+    let (relation, tolerant, columns) = match map {
+        Some(map) => mapped::wrap(conn, raw, &relation, map)?.into_parts(),
+        None => (relation, None, schema::match_columns(raw, &described)?),
     };
     Ok(ResolvedSource {
         raw: raw.into(),
         relation,
+        tolerant,
         columns,
         lake_snapshot: Some(snapshot),
         lake_snapshot_millis: millis,

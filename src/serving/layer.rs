@@ -11,8 +11,9 @@ use duckdb::types::ValueRef;
 use duckdb::Connection;
 
 use crate::core::dupcheck;
-use crate::core::error::{clean_duckdb_message, Error, Result};
+use crate::core::error::{clean_duckdb_message, Error, Probe, Result};
 use crate::core::mapping::ColumnMap;
+use crate::core::quarantine::{self, OnBadRows, QUARANTINE};
 use crate::core::quote;
 use crate::core::schema::{self, Place, FACT, MART, META};
 use crate::core::source::Source;
@@ -20,6 +21,7 @@ use crate::host::sandbox::Sandbox;
 use crate::host::transaction::Transaction;
 use crate::lake::Access;
 use crate::serving::meta::{current_place, elapsed_ms, new_generation, now_micros, recorded_source, refuse_read_only};
+use crate::serving::quarantine::{self as held, HELD};
 use crate::serving::source::{describe, AnyOrder, Given, ResolvedSource};
 
 /// The one row serving_build returns.
@@ -33,6 +35,8 @@ pub struct BuildSummary {
     pub source: String,
     pub lake_snapshot: Option<i64>,
     pub elapsed_ms: f64,
+    /// Orders held out of the layer (`on_bad_rows := 'quarantine'`, `serving::quarantine`).
+    pub quarantined: i64,
 }
 
 /// Resolves a source string. A Paimon source is planned (its snapshot pinned) and read where it
@@ -63,15 +67,15 @@ pub fn resolve(
         refuse_special_file(raw, path, &access.sandbox)?;
     }
     let relation = source.relation_sql();
-    let (relation, columns) = match map {
-        Some(map) => crate::serving::mapped::wrap(conn, raw, &relation, map)?,
+    let (relation, tolerant, columns) = match map {
+        Some(map) => crate::serving::mapped::wrap(conn, raw, &relation, map)?.into_parts(),
         None => {
             let described = describe(conn, raw, &relation)?;
             let columns = schema::match_columns(raw, &described)?;
-            (relation, columns)
+            (relation, None, columns)
         }
     };
-    Ok(ResolvedSource::relation(raw, relation, columns))
+    Ok(ResolvedSource { tolerant, ..ResolvedSource::relation(raw, relation, columns) })
 }
 
 /// Resolves a refresh's change set and how it marks deletes (`deleted :=`, see
@@ -172,15 +176,24 @@ pub fn load_checked(conn: &Connection, src: &ResolvedSource, sql: &str) -> Resul
 
 /// Turns a `LoadFailed` into a message naming the offending row and value. Run after ROLLBACK.
 /// Not when the source itself called a writer that gave up waiting for ours (a view over
-/// serving_refresh, say): each probe would read it and wait that long again.
-pub fn explain_load_failure(conn: &Connection, err: Error) -> Error {
+/// serving_refresh, say): each probe would read it and wait that long again. Under 'fail' the
+/// message of a bad order also says what 'quarantine' would do (a row without a key cannot be
+/// held out, so its message does not).
+pub fn explain_load_failure(conn: &Connection, err: Error, policy: OnBadRows) -> Error {
     if let Error::LoadFailed { source, probes, message } = &err {
         if crate::core::error::is_busy_message(message) {
             return err;
         }
         for (sql, probe) in probes {
             if let Some((first, second)) = first_row_strings(conn, sql) {
-                return Error::BadRow { source: source.clone(), problem: probe.message(&first, &second) };
+                let problem = probe.message(&first, &second);
+                let keyed = !matches!(probe, Probe::Null("order_id"))
+                    && !matches!(probe, Probe::BadValue(p) if p.starts_with("order_id"));
+                let problem = match policy == OnBadRows::Fail && keyed {
+                    true => quarantine::with_hint(&problem),
+                    false => problem,
+                };
+                return Error::BadRow { source: source.clone(), problem };
             }
         }
     }
@@ -194,13 +207,21 @@ pub fn explain_load_failure(conn: &Connection, err: Error) -> Error {
 /// set bits must equal the row count; sparse keys are checked in Rust (`dupcheck`). Only when a
 /// duplicate exists do we pay for finding the smallest one.
 pub fn check_duplicates(conn: &Connection, raw: &str, table: &str) -> Result<()> {
+    match first_duplicate(conn, table)? {
+        None => Ok(()),
+        Some((id, n)) => Err(Error::BadRow { source: raw.into(), problem: duplicate_message(id, n) }),
+    }
+}
+
+/// The smallest duplicated order_id of `table` and how often it occurs (see `check_duplicates`).
+pub fn first_duplicate(conn: &Connection, table: &str) -> Result<Option<(i64, usize)>> {
     let failed = |e: duckdb::Error| Error::duckdb("serving: checking for duplicate orders", &e);
     let (rows, lo, hi): (i64, Option<i64>, Option<i64>) = conn
         .query_row(&format!("SELECT count(*), min(order_id), max(order_id) FROM {table}"), [], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })
         .map_err(failed)?;
-    let (Some(lo), Some(hi)) = (lo, hi) else { return Ok(()) };
+    let (Some(lo), Some(hi)) = (lo, hi) else { return Ok(None) };
     let range = hi as i128 - lo as i128 + 1;
     let duplicate = if range <= (rows as i128).saturating_mul(dupcheck::DENSE_FACTOR as i128) {
         let distinct: i64 = conn
@@ -232,17 +253,14 @@ pub fn check_duplicates(conn: &Connection, raw: &str, table: &str) -> Result<()>
         }
         dupcheck::first_duplicate(ids)
     };
-    match duplicate {
-        None => Ok(()),
-        Some((id, n)) => Err(Error::BadRow { source: raw.into(), problem: duplicate_message(id, n) }),
-    }
+    Ok(duplicate)
 }
 
 pub fn duplicate_message(id: i64, n: usize) -> String {
-    format!(
+    quarantine::with_hint(&format!(
         "duplicate order_id {id} ({n} rows); the source must be the merged state with one row per \
          order (streamhouse never re-merges a changelog)"
-    )
+    ))
 }
 
 /// Counts and totals of the serving tables at `place`.
@@ -266,7 +284,9 @@ pub fn summarize_with(
     started: Instant,
 ) -> Result<BuildSummary> {
     let sql = format!(
-        "SELECT ({orders_sql}), count(*), count(DISTINCT company), count(DISTINCT order_day), sum(revenue) FROM {}",
+        "SELECT ({orders_sql}), count(*), count(DISTINCT company), count(DISTINCT order_day), sum(revenue), \
+         (SELECT coalesce(max(quarantined), 0) FROM {}) FROM {}",
+        place.of(META),
         place.of(MART)
     );
     conn.query_row(&sql, [], |r| {
@@ -282,6 +302,7 @@ pub fn summarize_with(
             source: source.into(),
             lake_snapshot,
             elapsed_ms: elapsed_ms(started),
+            quarantined: r.get(5)?,
         })
     })
     .map_err(|e| Error::duckdb("serving: summarizing", &e))
@@ -290,6 +311,8 @@ pub fn summarize_with(
 /// Replaces the serving tables at `place` from a resolved source; the caller owns the
 /// transaction. The new fact is loaded under a staging name and renamed into place only after
 /// every check, so a source that reads the current fct_orders (even through a view) still sees it.
+/// Under `on_bad_rows := 'quarantine'` the bad orders are held out (`serving::quarantine`);
+/// `policy` is recorded with the layer either way.
 pub fn build_from(
     conn: &Connection,
     place: &Place,
@@ -297,20 +320,32 @@ pub fn build_from(
     recorded: &str,
     lake_snapshot: Option<i64>,
     map: Option<&ColumnMap>,
+    policy: OnBadRows,
 ) -> Result<()> {
     let staged = place.of(STAGED_FACT);
-    let load = format!(
-        "{}; INSERT INTO {staged} SELECT {} FROM {}",
-        schema::fact_ddl(&staged),
-        src.columns.fact_select_list(),
-        src.relation
-    );
-    let loaded = {
-        let _any_order = src.any_order.then(|| AnyOrder::set(conn));
-        load_checked(conn, src, &load)
+    let held = match policy {
+        OnBadRows::Fail => {
+            let load = format!(
+                "{}; INSERT INTO {staged} SELECT {} FROM {}; {}",
+                schema::fact_ddl(&staged),
+                src.columns.fact_select_list(),
+                src.relation,
+                quarantine::quarantine_ddl(&place.of(QUARANTINE))
+            );
+            let loaded = {
+                let _any_order = src.any_order.then(|| AnyOrder::set(conn));
+                load_checked(conn, src, &load)
+            };
+            loaded?;
+            check_duplicates(conn, &src.raw, &staged)?;
+            0
+        }
+        OnBadRows::Quarantine => {
+            conn.execute_batch(&schema::fact_ddl(&staged))
+                .map_err(|e| Error::duckdb("serving: creating fct_orders", &e))?;
+            load_quarantining(conn, place, src, &staged)?
+        }
     };
-    loaded?;
-    check_duplicates(conn, &src.raw, &staged)?;
     let failed = |e: duckdb::Error| Error::duckdb("serving: building mart_daily", &e);
     conn.execute_batch(&format!(
         "DROP TABLE IF EXISTS {}; ALTER TABLE {staged} RENAME TO {FACT}; {}",
@@ -322,7 +357,7 @@ pub fn build_from(
     conn.execute(
         &format!(
             "INSERT INTO {} VALUES (make_timestamp(?), ?, NULL, NULL, 0, ?, NULL, NULL, (SELECT count(*) FROM {}), ?, ?, ?, \
-             'fact', ?, NULL, ?, NULL, NULL, NULL, NULL, NULL)",
+             'fact', ?, NULL, ?, NULL, NULL, NULL, NULL, NULL, ?, ?)",
             place.of(META),
             place.of(FACT)
         ),
@@ -334,7 +369,9 @@ pub fn build_from(
             place.catalog,
             place.schema,
             src.lake_snapshot_millis,
-            map.and_then(ColumnMap::encode)
+            map.and_then(ColumnMap::encode),
+            policy.name(),
+            held
         ],
     )
     .map_err(|e| Error::duckdb("serving: writing serving_meta", &e))?;
@@ -343,6 +380,55 @@ pub fn build_from(
 
 /// Where a build loads the new fact before it replaces fct_orders.
 const STAGED_FACT: &str = "__streamhouse_fct_orders_new";
+/// Where a quarantining build stages its source's rows, every conversion tried.
+const CHECKED: &str = "__sh_checked";
+
+/// A quarantining build's load: the source's rows read tolerantly into CHECKED, the held orders
+/// (a problem row, or more than one row) listed as the new `serving_quarantine` at `place`, and
+/// every other row inserted into `staged` (fct_orders-shaped). Returns how many are held.
+fn load_quarantining(conn: &Connection, place: &Place, src: &ResolvedSource, staged: &str) -> Result<i64> {
+    let failed = |e: duckdb::Error| Error::duckdb("serving: sorting out bad rows", &e);
+    {
+        let _any_order = src.any_order.then(|| AnyOrder::set(conn));
+        let sql = format!("CREATE OR REPLACE TEMP TABLE {CHECKED} AS {}", held::tolerant_sql(src, "false"));
+        load_checked(conn, src, &sql)?;
+    }
+    let (without_key, first): (i64, Option<String>) = conn
+        .query_row(
+            &format!("SELECT count(*), min(key_problem) FROM {CHECKED} WHERE key_problem IS NOT NULL"),
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(failed)?;
+    if without_key > 0 {
+        return Err(held::keyless(src, without_key as usize, first.as_deref().unwrap_or("order_id is NULL")));
+    }
+    // Duplicates are looked for by the build's fast check; listed only when there are some.
+    let duplicates = match first_duplicate(conn, CHECKED)? {
+        None => String::new(),
+        Some(_) => format!(
+            "UNION ALL SELECT order_id, 0, {} || count(*) || {} FROM {CHECKED} GROUP BY order_id HAVING count(*) > 1",
+            quote::literal(quarantine::DUPLICATE.0),
+            quote::literal(quarantine::DUPLICATE.1)
+        ),
+    };
+    conn.execute_batch(&format!(
+        "CREATE OR REPLACE TEMP TABLE {HELD} AS SELECT order_id, arg_min(reason, rank) AS reason FROM \
+             (SELECT order_id, 1 AS rank, problem AS reason FROM {CHECKED} WHERE problem IS NOT NULL {duplicates}) \
+         GROUP BY order_id; \
+         INSERT INTO {staged} SELECT order_id, company, order_day, revenue FROM {CHECKED} \
+             WHERE problem IS NULL AND order_id NOT IN (SELECT order_id FROM {HELD}); \
+         DROP TABLE {CHECKED}; \
+         {ddl}; \
+         INSERT INTO {table} SELECT order_id, reason, to_timestamp({now} / 1e6) FROM {HELD} ORDER BY order_id; \
+         DROP TABLE {HELD}",
+        ddl = quarantine::quarantine_ddl(&place.of(QUARANTINE)),
+        table = place.of(QUARANTINE),
+        now = now_micros(),
+    ))
+    .map_err(failed)?;
+    conn.query_row(&format!("SELECT count(*) FROM {}", place.of(QUARANTINE)), [], |r| r.get(0)).map_err(failed)
+}
 
 /// Builds the layer inside `tx`, left open for the caller to commit.
 pub fn build(
@@ -351,7 +437,7 @@ pub fn build(
     given: Given,
     map: Option<&ColumnMap>,
     access: &Access,
-    replace: bool,
+    (replace, policy): (bool, OnBadRows),
     tx: &mut Transaction,
 ) -> Result<BuildSummary> {
     let started = Instant::now();
@@ -368,7 +454,7 @@ pub fn build(
     }
     tx.run(conn, || {
         let place = current_place(conn)?;
-        build_from(conn, &place, &src, &recorded, src.lake_snapshot, map)?;
+        build_from(conn, &place, &src, &recorded, src.lake_snapshot, map, policy)?;
         summarize(conn, &place, &recorded, src.lake_snapshot, started)
     })
     .map_err(|e| {
@@ -376,17 +462,18 @@ pub fn build(
             // Rolled back by now: a load that failed could not reset its setting (see AnyOrder).
             AnyOrder::reset(conn);
         }
-        explain_load_failure(conn, e)
+        explain_load_failure(conn, e, policy)
     })
 }
 
 /// The columns of each table a build replaces, as streamhouse creates them (`name TYPE`, in order),
 /// and as earlier releases created them (a layer of theirs is rebuilt, not refused).
-const OUR_SHAPES: [(&str, &str); 4] = [
+const OUR_SHAPES: [(&str, &str); 5] = [
     (FACT, "order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT"),
     (MART, "company VARCHAR, order_day DATE, revenue HUGEINT"),
     (schema::COUNTS, "company VARCHAR, order_days DATE[], orders BIGINT[]"),
     (schema::COUNTS, "company VARCHAR, order_day DATE, orders BIGINT"),
+    (QUARANTINE, quarantine::QUARANTINE_SHAPE),
 ];
 
 /// The columns (`name TYPE, ...`) of the relation `name` at `place`, None when there is none. A
@@ -422,7 +509,7 @@ pub fn refuse_foreign_tables(conn: &Connection, place: &Place) -> Result<()> {
     let layer_recorded = meta.as_deref().is_some_and(|c| {
         c.split(", ").any(|col| col == "built_at TIMESTAMP") && c.split(", ").any(|col| col == "source VARCHAR")
     }) && !is_view(conn, place, META);
-    for name in [FACT, MART, schema::COUNTS, META] {
+    for name in [FACT, MART, schema::COUNTS, QUARANTINE, META] {
         let Some(cols) = (if name == META { meta.clone() } else { columns_at(conn, place, name) }) else { continue };
         let view = is_view(conn, place, name);
         let ours = layer_recorded

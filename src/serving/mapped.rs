@@ -10,8 +10,24 @@ use crate::core::mapping::{self, ColumnMap};
 use crate::core::schema::{self, SourceColumns};
 use crate::serving::source::describe;
 
+/// A relation seen through a column map.
+pub struct Wrapped {
+    pub relation: String,
+    /// The same under `on_bad_rows := 'quarantine'`: every expression tried
+    /// (`ColumnMap::tolerant_select_list`).
+    pub tolerant: String,
+    pub columns: SourceColumns,
+}
+
+impl Wrapped {
+    /// (relation, Some(tolerant), columns), as a `ResolvedSource` takes them.
+    pub fn into_parts(self) -> (String, Option<String>, SourceColumns) {
+        (self.relation, Some(self.tolerant), self.columns)
+    }
+}
+
 /// The relation `relation` seen through `map`, and its serving columns.
-pub fn wrap(conn: &Connection, raw: &str, relation: &str, map: &ColumnMap) -> Result<(String, SourceColumns)> {
+pub fn wrap(conn: &Connection, raw: &str, relation: &str, map: &ColumnMap) -> Result<Wrapped> {
     for expr in map.exprs.iter().flatten() {
         refuse_non_scalar_calls(conn, "serving_build", "columns", expr)?;
     }
@@ -34,7 +50,8 @@ pub fn wrap(conn: &Connection, raw: &str, relation: &str, map: &ColumnMap) -> Re
             ),
         })?;
     let columns = schema::match_columns(raw, &described).map_err(|e| hint_mapping(e, map))?;
-    Ok((wrapped, columns))
+    let tolerant = format!("(SELECT {} FROM {relation} AS __sh_source) AS __sh_mapped", map.tolerant_select_list(&own));
+    Ok(Wrapped { relation: wrapped, tolerant, columns })
 }
 
 /// A type error of a mapped column also shows the expression that produced it.

@@ -12,6 +12,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use duckdb::Connection;
 
 use crate::core::error::{clean_duckdb_message, Error, Result};
+use crate::core::quarantine::QUARANTINE;
 use crate::core::schema::{Place, COUNTS, FACT, MART, META};
 
 /// Milliseconds since `started`, to the microsecond (no float noise such as 44.654382999999996).
@@ -111,7 +112,7 @@ pub fn recorded_source(raw: &str, lake: Option<&str>) -> String {
 }
 
 /// Bookkeeping columns added after the first release of the serving layout.
-const LATER_COLUMNS: [&str; 13] = [
+const LATER_COLUMNS: [&str; 15] = [
     "serving_catalog",
     "serving_schema",
     "generation",
@@ -125,13 +126,15 @@ const LATER_COLUMNS: [&str; 13] = [
     "stream_read",
     "fact_snapshot",
     "fact_commit_millis",
+    "on_bad_rows",
+    "quarantined",
 ];
 
 /// DuckDB's error about the layer's tables as what it means: not built yet (a serving table is
 /// missing), built by an older release (a bookkeeping column is missing), or anything else.
 pub fn not_built(function: &'static str, e: duckdb::Error) -> Error {
     let msg = clean_duckdb_message(&e);
-    if msg.contains("Catalog Error") && [MART, FACT, META, COUNTS].iter().any(|t| msg.contains(t)) {
+    if msg.contains("Catalog Error") && [MART, FACT, META, COUNTS, QUARANTINE].iter().any(|t| msg.contains(t)) {
         Error::NotBuilt { function }
     } else if msg.contains("Binder Error") && LATER_COLUMNS.iter().any(|c| msg.contains(c)) {
         Error::Refused {

@@ -14,6 +14,7 @@
 //!   snapshots as a change set), `history` (whether the lake snapshot held is still the table's),
 //!   `follow` (the background follower), `publish` (the mart to a Paimon mart table),
 //!   `freshness` (which fact state the mart reflects, carried by a publish, shown by status),
+//!   `quarantine` (orders held out of the layer under `on_bad_rows := 'quarantine'`),
 //!   `reconcile` (the mart against a fact), `status` (what the layer says of itself).
 //! - `handoff` passes Rust-made rows to DuckDB.
 //!
@@ -31,6 +32,7 @@ pub mod mapped;
 pub mod mart_table;
 pub mod meta;
 pub mod publish;
+pub mod quarantine;
 pub mod read;
 pub mod reconcile;
 pub mod refresh;
@@ -48,6 +50,7 @@ use duckdb::Connection;
 
 use crate::core::dashboard::DashboardQuery;
 use crate::core::error::{Error, Result};
+use crate::core::quarantine::OnBadRows;
 use crate::core::source::Origin;
 use crate::host::transaction::Transaction;
 use crate::lake::{Access, LakeTable};
@@ -66,19 +69,30 @@ pub fn build(
     map: Option<&crate::core::mapping::ColumnMap>,
     lake: Option<&str>,
     access: &Access,
-    replace: bool,
+    (replace, policy): (bool, OnBadRows),
     tx: &mut Transaction,
 ) -> Result<layer::BuildSummary> {
     let started = std::time::Instant::now();
     match origin {
-        Origin::Stream(address) => stream_build(conn, raw, address, map, lake, access, replace, tx),
-        Origin::Relation(source) => layer::build(conn, raw, Given::Relation(source), map, access, replace, tx),
+        Origin::Stream(address) => stream_build(conn, raw, address, map, lake, access, (replace, policy), tx),
+        Origin::Relation(source) => {
+            layer::build(conn, raw, Given::Relation(source), map, access, (replace, policy), tx)
+        }
         Origin::Lake(path) => {
             refuse_read_only(conn, "serving_build")?;
             // Opened once: whether it is a mart table, and the fact build's read.
             let table = LakeTable::open("serving", path, access)?;
             if !is_mart_table(&table) {
-                return layer::build(conn, raw, Given::Lake(&table), map, access, replace, tx);
+                return layer::build(conn, raw, Given::Lake(&table), map, access, (replace, policy), tx);
+            }
+            if policy == OnBadRows::Quarantine {
+                return Err(Error::Refused {
+                    function: "serving_build",
+                    problem: format!(
+                        "on_bad_rows := 'quarantine' holds bad orders out of a fact layer, but '{raw}' is a mart \
+                         table (a mart-only replica has no orders to hold out; the layer that publishes it does)"
+                    ),
+                });
             }
             if !replace {
                 layer::refuse_foreign_tables(conn, &current_place(conn)?)?;
@@ -97,10 +111,10 @@ fn stream_build(
     map: Option<&crate::core::mapping::ColumnMap>,
     lake: Option<&str>,
     access: &Access,
-    replace: bool,
+    options: (bool, OnBadRows),
     tx: &mut Transaction,
 ) -> Result<layer::BuildSummary> {
-    stream_source::build(conn, raw, address, map, lake, access, replace, tx)
+    stream_source::build(conn, raw, address, map, lake, access, options, tx)
 }
 
 /// The DuckDB 1.4 artifact is built without the Fluss client.
@@ -113,7 +127,7 @@ fn stream_build(
     _: Option<&crate::core::mapping::ColumnMap>,
     _: Option<&str>,
     _: &Access,
-    _: bool,
+    _: (bool, OnBadRows),
     _: &mut Transaction,
 ) -> Result<layer::BuildSummary> {
     Err(Error::BadSource {

@@ -21,6 +21,7 @@ use crate::core::error::Probe;
 use crate::core::error::{clean_duckdb_message, Error, Result};
 use crate::core::mapping::ColumnMap;
 use crate::core::mart::{Delta, Mart};
+use crate::core::quarantine::{self, OnBadRows};
 use crate::core::schema::{Place, COUNTS, FACT, MART, META};
 use crate::core::source::Origin;
 use crate::core::VECTOR_SIZE;
@@ -50,6 +51,9 @@ pub struct RefreshSummary {
     /// Set when the refresh rebuilt the layer instead (its held snapshot was no longer the
     /// lake table's history): why.
     pub rebuilt_because: Option<String>,
+    /// Orders of the change set held out (`on_bad_rows := 'quarantine'`); after a rebuild,
+    /// every order held.
+    pub quarantined: i64,
 }
 
 /// Typed views of one batch shaped like fct_orders (plus `deleted` in a change set).
@@ -81,7 +85,7 @@ fn arrow_failed(e: ArrowError) -> Error {
     Error::internal("serving_refresh", e.to_string())
 }
 
-/// Reads the change set in fct_orders' shape plus `deleted` (false when absent or NULL).
+/// Reads the change set in fct_orders' shape plus `deleted`.
 /// A failed checked cast is reported like a failed build load, naming the row after rollback.
 fn read_changes(conn: &Connection, src: &ResolvedSource) -> Result<Vec<RecordBatch>> {
     let sql = format!(
@@ -126,10 +130,10 @@ fn validate(raw: &str, changes: &[RecordBatch]) -> Result<Vec<i64>> {
     if let Some(id) = first {
         let (col, n) =
             ["company", "order_day", "revenue"].into_iter().zip(nulls).find(|(_, n)| *n > 0).expect("a NULL was seen");
-        return Err(bad(format!(
+        return Err(bad(quarantine::with_hint(&format!(
             "{} (a changed order that is not deleted needs every column)",
             Probe::Null(col).message(&id.to_string(), &n.to_string())
-        )));
+        ))));
     }
     match dupcheck::first_duplicate(ids.clone()) {
         None => Ok(ids),
@@ -235,16 +239,50 @@ fn fold_changes(
     })
 }
 
-fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, started: Instant) -> Result<Applied> {
+/// What serving_meta says a refresh needs: the state cached, the fact's size, where the layer
+/// lives, what to do with bad rows and how many orders are held.
+struct Recorded {
+    generation: Option<i64>,
+    fct_rows: Option<i64>,
+    place: Place,
+    policy: OnBadRows,
+    quarantined: i64,
+}
+
+fn recorded(conn: &Connection) -> Result<Recorded> {
     // serving_meta is found like the caller would find it; it says where the whole layer lives.
-    let (generation, fct_rows, place): (Option<i64>, Option<i64>, Place) = conn
-        .prepare_cached(&format!("SELECT generation, fct_rows, serving_catalog, serving_schema FROM {META}"))
-        .and_then(|mut stmt| {
-            stmt.query_row([], |r| Ok((r.get(0)?, r.get(1)?, Place { catalog: r.get(2)?, schema: r.get(3)? })))
+    conn.prepare_cached(&format!(
+        "SELECT generation, fct_rows, serving_catalog, serving_schema, on_bad_rows, quarantined FROM {META}"
+    ))
+    .and_then(|mut stmt| {
+        stmt.query_row([], |r| {
+            Ok(Recorded {
+                generation: r.get(0)?,
+                fct_rows: r.get(1)?,
+                place: Place { catalog: r.get(2)?, schema: r.get(3)? },
+                policy: OnBadRows::recorded(r.get::<_, Option<String>>(4)?.as_deref()),
+                quarantined: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
+            })
         })
-        .map_err(|e| not_built("serving_refresh", e))?;
-    let changes = read_changes(conn, src)?;
-    let keys = validate(&src.raw, &changes)?;
+    })
+    .map_err(|e| not_built("serving_refresh", e))
+}
+
+fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, started: Instant) -> Result<Applied> {
+    let Recorded { generation, fct_rows, place, policy, quarantined } = recorded(conn)?;
+    // Under 'quarantine' the bad orders are sorted out first: their keys are taken out of the
+    // fact like any changed order's (their previous version leaves the mart), nothing comes in.
+    let (changes, held) = match policy {
+        OnBadRows::Fail => (read_changes(conn, src)?, Vec::new()),
+        OnBadRows::Quarantine => {
+            let sorted = crate::serving::quarantine::read_sorted(conn, src, &src.columns.deleted_sql())?;
+            (sorted.changes, sorted.held)
+        }
+    };
+    let mut keys = validate(&src.raw, &changes)?;
+    keys.extend(held.iter().map(|(id, _)| *id));
+    // serving_quarantine is touched only when it holds something or will.
+    let listed = (quarantined > 0 || !held.is_empty()).then(|| keys.clone());
     let old = take_old_versions(conn, &place, keys)?;
     let warm = generation.and_then(cached_mart);
     let dead_before = warm.as_ref().map_or(0, |w| w.dead_rows);
@@ -265,18 +303,24 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
     }
     s.mart_rows_touched = touched as i64;
     s.mart_rows = next.len() as i64;
+    s.quarantined = held.len() as i64;
+    // Every old version left (a held order's too); every applied new version came in.
     s.fct_rows = match fct_rows {
-        Some(n) => n + s.inserted - s.deleted,
+        Some(n) => n - replaced + s.inserted + s.updated,
         None => conn
             .query_row(&format!("SELECT count(*) FROM {}", place.of(FACT)), [], |r| r.get(0))
             .map_err(|e| Error::duckdb("serving_refresh: counting fct_orders", &e))?,
+    };
+    let quarantined = match listed {
+        Some(changed) => crate::serving::quarantine::keep(conn, &place, &held, changed)?,
+        None => quarantined,
     };
 
     let generation = new_generation();
     conn.prepare_cached(&format!(
         "UPDATE {} SET refreshed_at = make_timestamp(?), refresh_source = ?, refreshes = refreshes + 1, \
          lake_snapshot = coalesce(?, lake_snapshot), lake_snapshot_millis = coalesce(?, lake_snapshot_millis), \
-         fct_rows = ?, generation = ?",
+         fct_rows = ?, generation = ?, quarantined = ?",
         place.of(META)
     ))
     .and_then(|mut stmt| {
@@ -286,7 +330,8 @@ fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, st
             lake_snapshot,
             src.lake_snapshot_millis,
             s.fct_rows,
-            generation
+            generation,
+            quarantined
         ])
     })
     .map_err(|e| Error::duckdb("serving_refresh: writing serving_meta", &e))?;
@@ -334,11 +379,12 @@ pub fn warm(conn: &Connection) {
 
 /// Applies the changes inside `tx`, left open for the caller to commit. `deleted` is what
 /// `deleted :=` says marks a deleted order (None: the default, see `schema::delete_flag`).
+/// `on_bad_rows`, when given, becomes the layer's policy (recorded in the same transaction).
 pub fn refresh(
     conn: &Connection,
     raw: &str,
     origin: &Origin,
-    map: Option<&ColumnMap>,
+    (map, on_bad_rows): (Option<&ColumnMap>, Option<OnBadRows>),
     access: &Access,
     deleted: Option<&str>,
     tx: &mut Transaction,
@@ -367,12 +413,22 @@ pub fn refresh(
         }
         Origin::Stream(_) => return Err(stream_is_no_change_set(raw)),
     };
+    // The policy given, else the layer's (read only where it is needed: `apply` reads its own).
+    let policy = |conn: &Connection| match on_bad_rows {
+        Some(p) => p,
+        None => crate::serving::quarantine::recorded(conn, "serving_refresh").unwrap_or_default(),
+    };
     if let Some(why) = src.rebuild.clone() {
-        return rebuild(conn, &src, map.as_ref(), &why, tx, started);
+        return rebuild(conn, &src, (map.as_ref(), policy(conn)), &why, tx, started);
     }
     let applied = tx
-        .run(conn, || apply(conn, &src, src.lake_snapshot, started))
-        .map_err(|e| layer::explain_load_failure(conn, e))?;
+        .run(conn, || {
+            if let Some(given) = on_bad_rows {
+                crate::serving::quarantine::record(conn, given, "serving_refresh")?;
+            }
+            apply(conn, &src, src.lake_snapshot, started)
+        })
+        .map_err(|e| layer::explain_load_failure(conn, e, policy(conn)))?;
     // Cached only once committed: a rolled-back refresh's generation number is used again.
     let (generation, mart) = (applied.generation, applied.mart);
     tx.after_commit(conn, move |_| remember_mart(generation, mart));
@@ -452,7 +508,7 @@ fn refuse_local_changes_on_lake(conn: &Connection, raw: &str, origin: &Origin, a
 fn rebuild(
     conn: &Connection,
     src: &ResolvedSource,
-    map: Option<&ColumnMap>,
+    (map, policy): (Option<&ColumnMap>, OnBadRows),
     why: &str,
     tx: &mut Transaction,
     started: Instant,
@@ -463,7 +519,7 @@ fn rebuild(
         })
         .map_err(|e| not_built("serving_refresh", e))?;
     let built = tx.run(conn, || {
-        layer::build_from(conn, &place, src, &source, src.lake_snapshot, map)?;
+        layer::build_from(conn, &place, src, &source, src.lake_snapshot, map, policy)?;
         conn.execute(
             &format!(
                 "UPDATE {} SET refreshed_at = make_timestamp(?), refresh_source = ?, refreshes = ?, rebuilt_because = ?",
@@ -478,7 +534,7 @@ fn rebuild(
         if src.any_order {
             AnyOrder::reset(conn);
         }
-        let e = layer::explain_load_failure(conn, e);
+        let e = layer::explain_load_failure(conn, e, policy);
         Error::Refused {
             function: "serving_refresh",
             problem: crate::serving::history::cannot_rebuild(why, &source, &e.to_string()),
@@ -491,6 +547,7 @@ fn rebuild(
         lake_snapshot: summary.lake_snapshot,
         elapsed_ms: elapsed_ms(started),
         rebuilt_because: Some(why.to_string()),
+        quarantined: summary.quarantined,
         ..Default::default()
     })
 }

@@ -207,7 +207,8 @@ pub fn build(
         conn.execute(
             &format!(
                 "INSERT INTO {} VALUES (make_timestamp(?), ?, NULL, NULL, 0, ?, NULL, NULL, \
-                 (SELECT coalesce(sum(orders), 0) FROM {STAGE}), ?, ?, ?, 'mart', ?, NULL, NULL, NULL, NULL, NULL, ?, ?)",
+                 (SELECT coalesce(sum(orders), 0) FROM {STAGE}), ?, ?, ?, 'mart', ?, NULL, NULL, NULL, NULL, NULL, ?, ?, NULL, \
+                 NULL)",
                 place.of(META)
             ),
             duckdb::params![

@@ -40,6 +40,9 @@ impl Given<'_> {
 pub struct ResolvedSource {
     pub raw: String,
     pub relation: String,
+    /// With a column map: the relation read under `on_bad_rows := 'quarantine'`, each mapped
+    /// expression tried (`ColumnMap::tolerant_select_list`); None: `relation` itself.
+    pub tolerant: Option<String>,
     pub columns: SourceColumns,
     /// For a Paimon source: the snapshot whose merged state was read, and its commit time.
     pub lake_snapshot: Option<i64>,
@@ -61,6 +64,7 @@ impl ResolvedSource {
         ResolvedSource {
             raw: raw.into(),
             relation,
+            tolerant: None,
             columns,
             lake_snapshot: None,
             lake_snapshot_millis: None,

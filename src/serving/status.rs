@@ -1,7 +1,7 @@
 //! What the layer says about itself for `serving_status`: when and from what it was built and
 //! refreshed, the lake snapshot (or Fluss position) it reflects, its sizes and mode, the last
-//! reconcile's outcome, and its age. The follower's progress and the source's lag are added by
-//! `serving_status` from `follow` and `stream_source`.
+//! reconcile's outcome, its age, and the orders it holds out (`on_bad_rows`). The follower's
+//! progress and the source's lag are added by `serving_status` from `follow` and `stream_source`.
 
 use duckdb::Connection;
 
@@ -38,6 +38,11 @@ pub struct Status {
     /// its last union read started (`readable`/`latest` lake snapshot, or `log` and why).
     pub stream_position: Option<String>,
     pub stream_read: Option<String>,
+    /// What a refresh does with a bad row, how many orders are held out and the first of their
+    /// ids (`serving::quarantine`; None on a replica).
+    pub on_bad_rows: Option<String>,
+    pub quarantined: Option<i64>,
+    pub quarantined_ids: Option<String>,
 }
 
 /// The layer's status as recorded (the follower's and the lake's side are added by the caller).
@@ -53,7 +58,7 @@ pub fn status(conn: &Connection) -> Result<Status> {
     let sql = format!(
         "SELECT {}, source, {}, refresh_source, refreshes, lake_snapshot, \
          {fact_rows}, (SELECT count(*) FROM {}), {}, last_reconcile_clean, generation, lake_snapshot_millis, \
-         rebuilt_because, columns, stream_position, stream_read FROM {META}",
+         rebuilt_because, columns, stream_position, stream_read, on_bad_rows, quarantined FROM {META}",
         epoch_us("built_at"),
         epoch_us("refreshed_at"),
         place.of(MART),
@@ -80,9 +85,17 @@ pub fn status(conn: &Connection) -> Result<Status> {
                 columns: r.get(13)?,
                 stream_position: r.get(14)?,
                 stream_read: r.get(15)?,
+                on_bad_rows: r.get(16)?,
+                quarantined: r.get(17)?,
+                quarantined_ids: None,
             })
         })
         .map_err(|e| not_built("serving_status", e))?;
+    if mode == Mode::Mart {
+        (s.on_bad_rows, s.quarantined) = (None, None);
+    } else {
+        s.quarantined_ids = crate::serving::quarantine::listed(conn, &place, s.quarantined.unwrap_or(0))?;
+    }
     let changed = s.refreshed_at.or(s.built_at).unwrap_or(0);
     s.age_seconds = (now_micros() - changed) as f64 / 1e6;
     Ok(s)

@@ -20,6 +20,7 @@ use duckdb::Connection;
 
 use crate::core::error::{Error, Result};
 use crate::core::mapping::ColumnMap;
+use crate::core::quarantine::OnBadRows;
 use crate::core::quote;
 use crate::core::schema::{self, Place, META};
 use crate::core::stream::{self, FlussAddress};
@@ -148,12 +149,12 @@ fn stage_log(conn: &Connection, read: &[String], batches: &[Batch60]) -> Result<
 
 /// The staged change set as a refresh source, seen through the map.
 fn changes_source(conn: &Connection, raw: &str, map: Option<&ColumnMap>) -> Result<ResolvedSource> {
-    let (relation, mut columns) = match map {
-        Some(map) => mapped::wrap(conn, raw, CHANGES, map)?,
-        None => (CHANGES.to_string(), schema::match_columns(raw, &describe(conn, raw, CHANGES)?)?),
+    let (relation, tolerant, mut columns) = match map {
+        Some(map) => mapped::wrap(conn, raw, CHANGES, map)?.into_parts(),
+        None => (CHANGES.to_string(), None, schema::match_columns(raw, &describe(conn, raw, CHANGES)?)?),
     };
     columns.deleted = Some(quote::ident("deleted"));
-    Ok(ResolvedSource::relation(raw, relation, columns))
+    Ok(ResolvedSource { tolerant, ..ResolvedSource::relation(raw, relation, columns) })
 }
 
 /// What a union read found: where it started, where it ended (with the marks of the last
@@ -174,7 +175,7 @@ pub fn build(
     map: Option<&ColumnMap>,
     lake: Option<&str>,
     access: &Access,
-    replace: bool,
+    (replace, policy): (bool, OnBadRows),
     tx: &mut Transaction,
 ) -> Result<BuildSummary> {
     let started = Instant::now();
@@ -187,7 +188,7 @@ pub fn build(
     let (base, changes, read) = union_read(conn, &site, raw, map, lake, access)?;
     let summary = tx.run(conn, || {
         let place = current_place(conn)?;
-        layer::build_from(conn, &place, &base, &recorded, read.lake.as_ref().map(|l| l.0), map)?;
+        layer::build_from(conn, &place, &base, &recorded, read.lake.as_ref().map(|l| l.0), map, policy)?;
         if let Some(changes) = &changes {
             refresh::apply_changes(conn, changes, Instant::now())?;
         }
@@ -198,7 +199,7 @@ pub fn build(
         if base.any_order {
             AnyOrder::reset(conn);
         }
-        layer::explain_load_failure(conn, e)
+        layer::explain_load_failure(conn, e, policy)
     })
 }
 
@@ -234,6 +235,7 @@ fn union_read(
         None if staged => {
             let mut empty = changes_source(conn, raw, map)?;
             empty.relation = format!("(SELECT * FROM {} WHERE false) AS nothing_tiered", empty.relation);
+            empty.tolerant = empty.tolerant.map(|t| format!("(SELECT * FROM {t} WHERE false) AS nothing_tiered"));
             empty.columns.deleted = None;
             empty
         }
@@ -267,21 +269,31 @@ struct Recorded {
     map: Option<ColumnMap>,
     lake: Option<String>,
     place: Place,
+    policy: OnBadRows,
 }
 
 fn recorded(conn: &Connection, function: &'static str) -> Result<Recorded> {
-    let (position, map, lake, catalog, schema): (Option<String>, Option<String>, Option<String>, String, String) = conn
+    type Row = (Option<String>, Option<String>, Option<String>, String, String, Option<String>);
+    let (position, map, lake, catalog, schema, policy): Row = conn
         .query_row(
-            &format!("SELECT stream_position, columns, stream_lake, serving_catalog, serving_schema FROM {META}"),
+            &format!(
+                "SELECT stream_position, columns, stream_lake, serving_catalog, serving_schema, on_bad_rows FROM {META}"
+            ),
             [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
         )
         .map_err(|e| not_built(function, e))?;
     let position = position.as_deref().and_then(Position::decode).ok_or_else(|| Error::Refused {
         function,
         problem: "serving_meta records no Fluss log position; run serving_build('fluss://...') again".into(),
     })?;
-    Ok(Recorded { position, map: map.as_deref().and_then(ColumnMap::decode), lake, place: Place { catalog, schema } })
+    Ok(Recorded {
+        position,
+        map: map.as_deref().and_then(ColumnMap::decode),
+        lake,
+        place: Place { catalog, schema },
+        policy: OnBadRows::recorded(policy.as_deref()),
+    })
 }
 
 /// A running follower's view of its Fluss table: the scanner, kept open between ticks.
@@ -389,7 +401,7 @@ fn tick(conn: &Connection, state: &mut Follow) -> Result<Option<i64>> {
         Ok(()) => tx.commit(conn)?,
         Err(e) => {
             tx.rollback(conn);
-            return Err(layer::explain_load_failure(conn, e));
+            return Err(layer::explain_load_failure(conn, e, rec.policy));
         }
     }
     Ok(Some(position.total()))
@@ -404,7 +416,8 @@ fn rebuild(conn: &Connection, state: &mut Follow, rec: &Recorded, why: &str) -> 
     let recorded = state.site.address.uri();
     let mut tx = Transaction::new();
     let done = tx.run(conn, || {
-        layer::build_from(conn, &rec.place, &base, &recorded, read.lake.as_ref().map(|l| l.0), rec.map.as_ref())?;
+        let lake_snapshot = read.lake.as_ref().map(|l| l.0);
+        layer::build_from(conn, &rec.place, &base, &recorded, lake_snapshot, rec.map.as_ref(), rec.policy)?;
         if let Some(changes) = &changes {
             refresh::apply_changes(conn, changes, Instant::now())?;
         }
@@ -417,7 +430,7 @@ fn rebuild(conn: &Connection, state: &mut Follow, rec: &Recorded, why: &str) -> 
         Ok(()) => tx.commit(conn)?,
         Err(e) => {
             tx.rollback(conn);
-            return Err(layer::explain_load_failure(conn, e));
+            return Err(layer::explain_load_failure(conn, e, rec.policy));
         }
     }
     state.fresh = true;

@@ -152,6 +152,18 @@ pub fn text_lines(text: &str) -> Vec<Vec<Cell>> {
     text.lines().zip(1..).map(|(line, n)| vec![Cell::BigInt(n), Cell::Text(line.into())]).collect()
 }
 
+/// `on_bad_rows := 'fail' | 'quarantine'`, the named parameter at `at` of `function`, checked
+/// (None when not given).
+pub fn on_bad_rows(ctx: &Ctx, at: usize, function: &'static str) -> Result<Option<crate::core::quarantine::OnBadRows>> {
+    ctx.call
+        .named
+        .get(at)
+        .cloned()
+        .flatten()
+        .map(|v| crate::core::quarantine::OnBadRows::parse(function, &v))
+        .transpose()
+}
+
 /// What a table function's body gets: a connection for its role, what bind captured, and the
 /// database's state (for work that outlives the call, such as a follower).
 pub struct Ctx<'a> {

@@ -328,6 +328,11 @@ class Generator:
         for n in INTERVALS + NUMBERS[:6]:
             out.append(self.table_call("serving_build", S("fz_base"), "param", ("wait", n)))
             out.append(self.table_call("serving_refresh", S("fz_changes"), "param", ("wait", n)))
+        # on_bad_rows := anything but 'fail' or 'quarantine' is refused naming the value (a fixed
+        # slice: drawing from the RNG here would move every random case after it).
+        for v in STRINGS_STATIC[:12] + CAST_VALUES[:4]:
+            out.append(self.table_call("serving_build", S("fz_base"), "param", ("on_bad_rows", v)))
+            out.append(self.table_call("serving_refresh", S("fz_changes"), "param", ("on_bad_rows", v)))
         lake_args = (
             [v for v in self.lake_values if not v.label.startswith("<c")] + CAST_VALUES + rng.sample(STRINGS_STATIC, 30)
         )
