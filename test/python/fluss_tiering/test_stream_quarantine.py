@@ -13,6 +13,8 @@ from conftest import connect
 from support.live_util import status_dict, wait_for
 from test_stream_serving import DAY0, ORDERS, _create, _offsets, _write, run
 
+pytestmark = pytest.mark.xdist_group("jvm")  # the session's Fluss cluster: one worker (conftest.py)
+
 COMPANIES = ["acme", "O'Reilly", "globex", "東京商事"]
 
 

@@ -15,8 +15,8 @@ import duckdb
 import pyarrow as pa
 import pytest
 from conftest import build, connect, sql_literal
-from support.http_stub import HttpStub
-from support.lake_util import Warehouse, plain_rows, plain_schema
+from support.lake_endpoint import HeldDataFiles
+from support.lake_util import ORDERS, Warehouse, plain_rows, plain_schema
 from support.lake_util import commit as commit_rows
 
 PLAIN = "READ_PARQUET"
@@ -205,11 +205,11 @@ LTS = duckdb.__version__.startswith("1.4.")
 
 def test_with_every_reader_connection_busy_the_read_falls_back_to_paimon_scan(plain_table, ext_path, tmp_path):
     """The fallback itself, made to happen: all 8 reader connections are held by serving_olap
-    calls whose lake fact lives on an endpoint that holds every request unanswered (a reader
-    function keeps its connection while it reads). A plain table named in FROM is then planned
-    by paimon_scan after a moment's wait (not READ_PARQUET, and not a wait for a connection) with
-    the same answer; once the endpoint answers, the calls fail by name and the plain route is
-    back (the control)."""
+    calls whose lake fact lives on an endpoint that answers the table's metadata (opened at bind)
+    and holds every read of its data files unanswered (a reader function keeps its connection
+    while it reads). A plain table named in FROM is then planned by paimon_scan after a moment's
+    wait (not READ_PARQUET, and not a wait for a connection) with the same answer; once the
+    endpoint answers, the calls fail by name and the plain route is back (the control)."""
     path, rows = plain_table
     want = (len(rows), sum(r["qty"] for r in rows if r["qty"] is not None))
     con = connect(":memory:", ext_path)
@@ -218,8 +218,11 @@ def test_with_every_reader_connection_busy_the_read_falls_back_to_paimon_scan(pl
     build(con, "o")
     assert route(con, path) == PLAIN  # the control before
     fact = "paimon:s3://lake/wh/db.db/orders"
+    bucket = tmp_path / "bucket"
+    orders = Warehouse(bucket / "wh").create("orders", ORDERS, ["order_id"], {"bucket": "1"})
+    orders.commit([{"order_id": 1, "company": "acme", "order_day": datetime.date(2026, 1, 1), "revenue": 5}])
     errors: list = []
-    with HttpStub("hold") as stub:
+    with HeldDataFiles(str(bucket)) as stub:
         options = {
             "s3.endpoint": f"http://127.0.0.1:{stub.port}",
             "s3.access-key": "k",
@@ -250,9 +253,9 @@ def test_with_every_reader_connection_busy_the_read_falls_back_to_paimon_scan(pl
         safety.start()
         try:
             deadline = time.monotonic() + 30
-            while stub.accepted < READERS and time.monotonic() < deadline:
+            while stub.held < READERS and time.monotonic() < deadline:
                 time.sleep(0.02)
-            assert stub.accepted >= READERS, f"only {stub.accepted} of {READERS} readers reached the endpoint"
+            assert stub.held >= READERS, f"only {stub.held} of {READERS} readers reached the data files"
             started = time.monotonic()
             assert route(con, path) == MERGED, "with no reader connection free the read still went to READ_PARQUET"
             waited = time.monotonic() - started

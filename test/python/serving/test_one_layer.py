@@ -55,3 +55,35 @@ def test_readers_and_writers_use_the_recorded_layer(use):
     assert dash(con, "serving_dashboard") == [("2026-11-01", 1600)]
     assert dash(con, "serving_olap") == [("2026-11-01", 1600)]
     assert con.execute("SELECT revenue FROM dbt.mart_daily").fetchall() == [(999999,)]
+
+
+def test_an_attached_database_of_same_named_tables_never_answers(tmp_path):
+    """A second database ATTACHed first on the search path, holding its own `fct_orders`/`mart_daily`
+    (a warehouse file a dbt project also writes): unqualified names would find its tables first, the
+    layer's `serving_meta` is only in the database it was built in, and every reader and writer still
+    uses that one."""
+    con = connect()
+    home = con.execute("SELECT current_database()").fetchone()[0]
+    con.execute("CREATE TABLE orders (order_id BIGINT, company VARCHAR, order_day DATE, revenue BIGINT)")
+    con.executemany("INSERT INTO orders VALUES (?, ?, ?, ?)", [list(r) for r in ROWS])
+    con.execute("SELECT * FROM serving_build('orders')")
+    con.execute(f"ATTACH '{tmp_path / 'warehouse.duckdb'}' AS warehouse")
+    con.execute("CREATE TABLE warehouse.main.fct_orders AS " + ROW.format(id=9, v=999999))
+    con.execute(
+        "CREATE TABLE warehouse.main.mart_daily AS "
+        "SELECT company, order_day, revenue::HUGEINT AS revenue FROM warehouse.main.fct_orders"
+    )
+    if SEES_SEARCH_PATH:
+        con.execute(f"SET search_path = 'warehouse.main,{home}.main'")
+        # The premise: an unqualified name now finds the attached database's table.
+        assert con.execute("SELECT sum(revenue) FROM fct_orders").fetchone()[0] == 999999
+    assert dash(con, "serving_dashboard") == ACME
+    assert dash(con, "serving_olap") == ACME
+    assert con.execute("SELECT * FROM serving_reconcile()").fetchall() == []
+    assert con.execute("SELECT fct_rows, mart_rows FROM serving_status()").fetchone() == (4, 3)
+    con.execute(f"CREATE TABLE {home}.main.ch AS " + ROW.format(id=3, v=100))
+    con.execute(f"SELECT * FROM serving_refresh('{home}.main.ch')")
+    assert dash(con, "serving_dashboard") == [("2026-11-01", 1600)]
+    assert dash(con, "serving_olap") == [("2026-11-01", 1600)]
+    assert con.execute("SELECT revenue FROM warehouse.main.mart_daily").fetchall() == [(999999,)]
+    assert con.execute("SELECT count(*) FROM warehouse.main.fct_orders").fetchone()[0] == 1

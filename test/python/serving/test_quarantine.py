@@ -325,10 +325,14 @@ def test_rows_without_an_order_id_are_refused_under_either_policy(con):
     [
         "serving_build('src', on_bad_rows := 'skip')",
         "serving_refresh('changes', on_bad_rows := 'skip')",
-        "serving_follow('paimon:/nowhere', every := INTERVAL '1 s', on_bad_rows := 'skip')",
+        "serving_follow('paimon:{lake}', every := INTERVAL '1 s', on_bad_rows := 'skip')",
     ],
 )
-def test_an_unknown_policy_is_refused_naming_the_value_and_the_choices(con, call):
+def test_an_unknown_policy_is_refused_naming_the_value_and_the_choices(con, call, tmp_path):
+    # A Paimon table that exists: a follow source is opened at bind, before the parameters are read.
+    wh = Warehouse(tmp_path / "wh")
+    wh.create("orders", ORDERS, ["order_id"], {"bucket": "1"})
+    call = call.replace("{lake}", wh.path("orders"))
     rows = base(20, seed=6)
     build(con, rows)
     make(con, "changes", [(1, "acme", day(1), 1)])

@@ -1,10 +1,9 @@
-"""A stand-in object-storage endpoint on 127.0.0.1 that the tests control: it either answers every
-request with HTTP 500 (an error the extension passes on, quoting the request's URL), or holds
-every connection open without a word until released (a call that reads from it waits meanwhile).
+"""A stand-in object-storage endpoint on 127.0.0.1 that answers every request with HTTP 500 (an
+error the extension passes on, quoting the request's URL) and records what it was sent. (An
+endpoint that answers a table's metadata and holds its data files: support/lake_endpoint.py.)
 
     with HttpStub(mode="500") as stub: ...   # stub.port, stub.requests (request lines seen),
                                              # stub.headers (each request's headers, names in lower case)
-    with HttpStub(mode="hold") as stub: ...  # stub.accepted; stub.release() answers 500 from then on
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ BODY = b"stub endpoint: internal failure"
 
 class HttpStub:
     def __init__(self, mode: str = "500"):
-        assert mode in ("500", "hold"), mode
+        assert mode == "500", mode
         self.mode = mode
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
@@ -26,8 +25,6 @@ class HttpStub:
         self.port = self.sock.getsockname()[1]
         self.requests: list[str] = []
         self.headers: list[dict[str, str]] = []
-        self.accepted = 0
-        self.held: list[socket.socket] = []
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._accept, daemon=True)
@@ -45,11 +42,6 @@ class HttpStub:
                 conn, _ = self.sock.accept()
             except OSError:
                 continue
-            with self.lock:
-                self.accepted += 1
-                if self.mode == "hold":
-                    self.held.append(conn)
-                    continue
             threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
 
     def _answer(self, conn: socket.socket) -> None:
@@ -77,16 +69,7 @@ class HttpStub:
         finally:
             conn.close()
 
-    def release(self) -> None:
-        """Held connections are answered (500) and from now on every request is."""
-        with self.lock:
-            self.mode = "500"
-            held, self.held = self.held, []
-        for conn in held:
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
-
     def close(self) -> None:
-        self.release()
         self.stop.set()
         self.thread.join()
         self.sock.close()
