@@ -123,7 +123,7 @@ fn kind(c: &ChangeType) -> &'static str {
 }
 
 /// Arrow 59 (fluss-rs) → Arrow 60 (DuckDB) through the C Data Interface, without copying.
-fn to_arrow60(batch: &RecordBatch) -> std::result::Result<Batch60, String> {
+pub(crate) fn to_arrow60(batch: &RecordBatch) -> std::result::Result<Batch60, String> {
     let as_struct: arrow_array_59::StructArray = batch.clone().into();
     let (array, schema) = arrow_array_59::ffi::to_ffi(&as_struct.to_data()).map_err(|e| e.to_string())?;
     // SAFETY: FFI_ArrowArray / FFI_ArrowSchema are the #[repr(C)] structs of the Arrow C Data

@@ -13,6 +13,7 @@
 //! bounded or tailing range of its changelog.
 
 pub mod log;
+pub mod lookup;
 pub mod table;
 
 use std::collections::HashMap;

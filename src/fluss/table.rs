@@ -207,6 +207,25 @@ pub fn start_of(
     Ok(Start { offsets: point.offsets.clone(), how: point.how.into(), lake: Some(point) })
 }
 
+/// Where a union read starts once its lake snapshot was found to disagree with what Fluss holds
+/// (`why`, from the spot check): the changelog alone, which needs every bucket's log to still
+/// start at offset 0; otherwise refused, saying both.
+pub fn log_alone(snapshot: i64, earliest: &Position, why: &str) -> std::result::Result<Start, String> {
+    let disagrees = format!("lake snapshot {snapshot} disagrees with what Fluss holds ({why}): the cluster lost records after tiering them and its tiering went on from the lake's offsets");
+    match earliest.offsets.iter().find(|(_, first)| **first > 0) {
+        None => Ok(Start {
+            lake: None,
+            offsets: Position::default(),
+            how: format!("log ({disagrees}; the changelog alone is read, as Fluss holds it)"),
+        }),
+        Some((bucket, first)) => Err(format!(
+            "{disagrees}, and bucket {bucket}'s log no longer starts at offset 0 (it starts at {first}) to be read \
+             alone as Fluss holds it; serve the lake's copy with serving_build('paimon:<the tiered table>') instead, \
+             knowing it keeps records Fluss lost"
+        )),
+    }
+}
+
 fn path(site: &Site) -> TablePath {
     TablePath::new(site.address.database.clone(), site.address.table.clone())
 }
@@ -392,6 +411,20 @@ mod tests {
             start_of(true, lake(&[(0, 40), (1, 500)]), &at(&[(0, 7), (1, 0)]), &at(&[(0, 40), (1, 284)])).unwrap_err();
         assert!(
             e.contains("bucket 1 up to offset 500") && e.contains("bucket 0's log no longer starts at offset 0"),
+            "{e}"
+        );
+        assert!(e.contains("serving_build('paimon:"), "{e}");
+    }
+
+    #[test]
+    fn a_lake_snapshot_that_disagrees_with_fluss_is_left_out_or_refused() {
+        let why = "order_id 7: Fluss holds no such order";
+        let s = log_alone(4, &at(&[(0, 0), (1, 0)]), why).unwrap();
+        assert!(s.lake.is_none() && s.offsets == Position::default(), "{s:?}");
+        assert!(s.how.starts_with("log (lake snapshot 4 disagrees with what Fluss holds (order_id 7:"), "{}", s.how);
+        let e = log_alone(4, &at(&[(0, 0), (1, 12)]), why).unwrap_err();
+        assert!(
+            e.contains("order_id 7") && e.contains("bucket 1's log no longer starts at offset 0 (it starts at 12)"),
             "{e}"
         );
         assert!(e.contains("serving_build('paimon:"), "{e}");

@@ -42,6 +42,8 @@ pub mod source;
 pub mod state;
 pub mod status;
 #[cfg(not(duckdb14))]
+pub mod stream_check;
+#[cfg(not(duckdb14))]
 pub mod stream_scan;
 #[cfg(not(duckdb14))]
 pub mod stream_source;

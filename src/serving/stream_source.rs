@@ -32,7 +32,7 @@ use crate::lake::Access;
 use crate::serving::layer::{self, BuildSummary};
 use crate::serving::meta::{current_place, not_built, now_micros, refuse_read_only};
 use crate::serving::source::{describe, AnyOrder, ResolvedSource};
-use crate::serving::{lake_source, mapped, refresh};
+use crate::serving::{lake_source, mapped, refresh, stream_check};
 
 /// Where the changelog read by a build or an apply is staged, and its last change per key.
 const LOG: &str = "__sh_fluss_log";
@@ -164,6 +164,27 @@ pub struct UnionRead {
     pub start: Position,
     pub end: Position,
     pub how: String,
+    /// The table's columns read (the key first) and its buckets, for the spot check.
+    columns: Vec<String>,
+    buckets: i32,
+}
+
+/// A lake snapshot found to disagree with what Fluss holds: its id and the order that showed it.
+type Distrusted = Option<(i64, String)>;
+
+/// The spot check of a union read just loaded at `place` (`stream_check`): None when it read
+/// no lake part or the lake part agrees with Fluss; the lake snapshot and why otherwise.
+fn spot_check(
+    conn: &Connection,
+    site: &Site,
+    place: &Place,
+    raw: &str,
+    map: Option<&ColumnMap>,
+    read: &UnionRead,
+) -> Result<Distrusted> {
+    let Some((snapshot, _)) = &read.lake else { return Ok(None) };
+    let why = stream_check::disagreement(conn, site, place, raw, map, &read.columns, read.buckets, &read.end)?;
+    Ok(why.map(|why| (*snapshot, why)))
 }
 
 /// `serving_build('fluss://...')` inside `tx` (left open for the caller to commit).
@@ -185,22 +206,37 @@ pub fn build(
         layer::refuse_foreign_tables(conn, &current_place(conn)?)?;
     }
     let recorded = address.uri();
-    let (base, changes, read) = union_read(conn, &site, raw, map, lake, access)?;
-    let summary = tx.run(conn, || {
-        let place = current_place(conn)?;
-        layer::build_from(conn, &place, &base, &recorded, read.lake.as_ref().map(|l| l.0), map, policy)?;
-        if let Some(changes) = &changes {
-            refresh::apply_changes(conn, changes, Instant::now())?;
+    let mut distrusted: Distrusted = None;
+    loop {
+        let why = distrusted.as_ref().map(|(snapshot, why)| (*snapshot, why.as_str()));
+        let (base, changes, read) = union_read(conn, &site, raw, map, lake, access, why)?;
+        let summary = tx.run(conn, || {
+            let place = current_place(conn)?;
+            layer::build_from(conn, &place, &base, &recorded, read.lake.as_ref().map(|l| l.0), map, policy)?;
+            if let Some(changes) = &changes {
+                refresh::apply_changes(conn, changes, Instant::now())?;
+            }
+            if let Some(disagreed) = spot_check(conn, &site, &place, raw, map, &read)? {
+                return Ok(Err(disagreed));
+            }
+            record(conn, &place, &read)?;
+            layer::summarize(conn, &place, &recorded, read.lake.as_ref().map(|l| l.0), started).map(Ok)
+        });
+        match summary {
+            Ok(Ok(summary)) => return Ok(summary),
+            // Read again without the lake part (its second read has none to check).
+            Ok(Err(disagreed)) => {
+                std::mem::take(tx).rollback(conn);
+                distrusted = Some(disagreed);
+            }
+            Err(e) => {
+                if base.any_order {
+                    AnyOrder::reset(conn);
+                }
+                return Err(layer::explain_load_failure(conn, e, policy));
+            }
         }
-        record(conn, &place, &read)?;
-        layer::summarize(conn, &place, &recorded, read.lake.as_ref().map(|l| l.0), started)
-    });
-    summary.map_err(|e| {
-        if base.any_order {
-            AnyOrder::reset(conn);
-        }
-        layer::explain_load_failure(conn, e, policy)
-    })
+    }
 }
 
 /// Reads the lake part and the changelog after it: the lake source (or an empty one), the
@@ -212,11 +248,15 @@ fn union_read(
     map: Option<&ColumnMap>,
     lake: Option<&str>,
     access: &Access,
+    distrusted: Option<(i64, &str)>,
 ) -> Result<(ResolvedSource, Option<ResolvedSource>, UnionRead)> {
     let facts = table::facts(site)?;
     let read = read_columns(raw, &facts, map)?;
     check_table(site, &facts, &read[0])?;
-    let (start, end, earliest) = table::union_plan(site, &facts)?;
+    let (mut start, end, earliest) = table::union_plan(site, &facts)?;
+    if let Some((snapshot, why)) = distrusted {
+        start = table::log_alone(snapshot, &earliest, why).map_err(|problem| site.err(problem))?;
+    }
     let (base, lake_part) = match &start.lake {
         Some(point) => {
             let path = lake_path(site, lake)?;
@@ -242,7 +282,8 @@ fn union_read(
         None => ResolvedSource::empty(raw, "empty")?,
     };
     let changes = if staged { Some(changes_source(conn, raw, map)?) } else { None };
-    Ok((base, changes, UnionRead { lake: lake_part, start: start.offsets, end, how: start.how }))
+    let (columns, buckets) = (read, facts.buckets);
+    Ok((base, changes, UnionRead { lake: lake_part, start: start.offsets, end, how: start.how, columns, buckets }))
 }
 
 /// Records the Fluss position (and where the lake part came from) in serving_meta.
@@ -411,28 +452,43 @@ fn tick(conn: &Connection, state: &mut Follow) -> Result<Option<i64>> {
 fn rebuild(conn: &Connection, state: &mut Follow, rec: &Recorded, why: &str) -> Result<i64> {
     state.tail = None;
     state.fresh = false;
-    let (base, changes, read) =
-        union_read(conn, &state.site, &state.raw, rec.map.as_ref(), rec.lake.as_deref(), &state.access)?;
     let recorded = state.site.address.uri();
-    let mut tx = Transaction::new();
-    let done = tx.run(conn, || {
-        let lake_snapshot = read.lake.as_ref().map(|l| l.0);
-        layer::build_from(conn, &rec.place, &base, &recorded, lake_snapshot, rec.map.as_ref(), rec.policy)?;
-        if let Some(changes) = &changes {
-            refresh::apply_changes(conn, changes, Instant::now())?;
+    let mut distrusted: Distrusted = None;
+    let read = loop {
+        let lake = rec.lake.as_deref();
+        let distrust = distrusted.as_ref().map(|(snapshot, why)| (*snapshot, why.as_str()));
+        let (base, changes, read) =
+            union_read(conn, &state.site, &state.raw, rec.map.as_ref(), lake, &state.access, distrust)?;
+        let mut tx = Transaction::new();
+        let done = tx.run(conn, || {
+            let lake_snapshot = read.lake.as_ref().map(|l| l.0);
+            layer::build_from(conn, &rec.place, &base, &recorded, lake_snapshot, rec.map.as_ref(), rec.policy)?;
+            if let Some(changes) = &changes {
+                refresh::apply_changes(conn, changes, Instant::now())?;
+            }
+            if let Some(disagreed) = spot_check(conn, &state.site, &rec.place, &state.raw, rec.map.as_ref(), &read)? {
+                return Ok(Some(disagreed));
+            }
+            record(conn, &rec.place, &read)?;
+            conn.execute(&format!("UPDATE {} SET rebuilt_because = ?", rec.place.of(META)), duckdb::params![why])
+                .map(|_| None)
+                .map_err(|e| Error::duckdb("serving_follow: recording the rebuild", &e))
+        });
+        match done {
+            Ok(None) => {
+                tx.commit(conn)?;
+                break read;
+            }
+            Ok(Some(disagreed)) => {
+                tx.rollback(conn);
+                distrusted = Some(disagreed);
+            }
+            Err(e) => {
+                tx.rollback(conn);
+                return Err(layer::explain_load_failure(conn, e, rec.policy));
+            }
         }
-        record(conn, &rec.place, &read)?;
-        conn.execute(&format!("UPDATE {} SET rebuilt_because = ?", rec.place.of(META)), duckdb::params![why])
-            .map(|_| ())
-            .map_err(|e| Error::duckdb("serving_follow: recording the rebuild", &e))
-    });
-    match done {
-        Ok(()) => tx.commit(conn)?,
-        Err(e) => {
-            tx.rollback(conn);
-            return Err(layer::explain_load_failure(conn, e, rec.policy));
-        }
-    }
+    };
     state.fresh = true;
     Ok(read.end.total())
 }
