@@ -10,7 +10,7 @@
 //! - Fluss is network access: refused when DuckDB's `enable_external_access` is off.
 //!
 //! `table` answers what a table is (its columns, key, buckets, lake tiering); `log` reads a
-//! bounded or tailing range of its changelog.
+//! bounded or tailing range of its changelog; `lookup` asks its key-value store for given keys.
 
 pub mod log;
 pub mod lookup;

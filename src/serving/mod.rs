@@ -4,7 +4,8 @@
 //!   (serving_meta and the session facts every operation asks first), `state` (what a database
 //!   keeps in memory).
 //! - Building: `source` (a resolved source), `layer` (the fact layer; a table, view or file
-//!   source), `lake_source` (a Paimon table), `stream_source` (a Fluss table, by union read),
+//!   source), `lake_source` (a Paimon table), `stream_source` (a Fluss table, by union read;
+//!   `stream_check` spot-checks what a union read loaded against Fluss's own lookups),
 //!   `mapped` (a source read through `columns :=`), `replica` (a mart-only layer from a Paimon
 //!   mart table).
 //! - Reading: `read` (dashboard, OLAP oracle, plan, at the place the layer records),
