@@ -464,15 +464,22 @@ def test_a_follower_holds_bad_lake_orders_out_and_serves_the_rest(tmp_path, engi
         con.close()
 
 
-def test_reconcile_against_the_lake_fact_leaves_the_held_orders_out(tmp_path):
+def quarantined_lake_layer(tmp_path, orders: int):
+    """A Paimon table of `orders` good acme orders on one day, and a connection whose layer was
+    built from it under on_bad_rows := 'quarantine': (table, source, day, connection)."""
     wh = Warehouse(tmp_path / "wh")
     t = wh.create("orders", ORDERS, ["order_id"], {"bucket": "1", "merge-engine": "deduplicate"})
     source = "paimon:" + wh.path("orders")
     d = datetime.date(2024, 1, 1)
-    t.commit([{"order_id": i, "company": "acme", "order_day": d, "revenue": i} for i in range(1, 20)])
+    t.commit([{"order_id": i, "company": "acme", "order_day": d, "revenue": i} for i in range(1, orders + 1)])
     con = connect()
+    con.execute("SELECT * FROM serving_build(?, on_bad_rows := 'quarantine')", [source]).fetchall()
+    return t, source, d, con
+
+
+def test_reconcile_against_the_lake_fact_leaves_the_held_orders_out(tmp_path):
+    t, source, d, con = quarantined_lake_layer(tmp_path, 19)
     try:
-        con.execute("SELECT * FROM serving_build(?, on_bad_rows := 'quarantine')", [source]).fetchall()
         t.commit([{"order_id": 5, "company": None, "order_day": d, "revenue": 5}])
         assert refresh(con, source=source)["quarantined"] == 1
         assert_serves_lake(con, t, "held")
@@ -487,14 +494,8 @@ def test_reconcile_against_the_lake_fact_leaves_the_held_orders_out(tmp_path):
 def test_a_rebuild_after_a_rollback_keeps_the_policy_and_holds_what_is_bad_then(tmp_path):
     """A refresh that finds the held snapshot rolled back rebuilds the layer: under the recorded
     'quarantine', from the latest state, holding exactly the orders that are bad in it."""
-    wh = Warehouse(tmp_path / "wh")
-    t = wh.create("orders", ORDERS, ["order_id"], {"bucket": "1", "merge-engine": "deduplicate"})
-    source = "paimon:" + wh.path("orders")
-    d = datetime.date(2024, 1, 1)
-    t.commit([{"order_id": i, "company": "acme", "order_day": d, "revenue": i} for i in range(1, 30)])
-    con = connect()
+    t, source, d, con = quarantined_lake_layer(tmp_path, 29)
     try:
-        con.execute("SELECT * FROM serving_build(?, on_bad_rows := 'quarantine')", [source]).fetchall()
         t.commit([{"order_id": 777, "company": None, "order_day": d, "revenue": 1}])
         t.commit([{"order_id": 5, "company": "globex", "order_day": d, "revenue": None}])
         assert refresh(con, source=source)["quarantined"] == 2
