@@ -20,16 +20,19 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from xml.sax.saxutils import escape
 
 
+class _Server(ThreadingHTTPServer):
+    # Every reader opens its own connections at once: a backlog beyond socketserver's 5.
+    request_queue_size = 64
+    daemon_threads = True
+
+
 class HeldDataFiles:
     def __init__(self, root: str, bucket: str = "lake"):
         self.root, self.bucket = os.path.abspath(root), bucket
         self.held = 0
         self.lock = threading.Lock()
         self.released = threading.Event()
-        # Every reader opens its own connections at once: a backlog beyond socketserver's 5.
-        ThreadingHTTPServer.request_queue_size = 64
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), self._handler())
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
