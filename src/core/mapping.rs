@@ -9,9 +9,11 @@
 //!
 //! Invariant: an expression is one scalar expression over the row it is evaluated on — no
 //! statement separator, no subquery or other relation, no function that reads files, other
-//! tables, the environment or settings, or that is not deterministic (`check_expression`). The
-//! same rules apply to `deleted :=`. The binder later checks that it names only source columns.
-//! Pure: no DuckDB, no I/O.
+//! tables, the environment, the clock or settings (`called_functions`). The same rules apply to
+//! `deleted :=`. This module is the first gate, by name, with no DuckDB at hand (it also runs at
+//! bind); the second is an allow-list by DuckDB's own catalog (`serving::mapped::gate_expression`:
+//! every call a CONSISTENT scalar function or a macro whose body passes both gates). The binder
+//! later checks that it names only source columns. Pure: no DuckDB, no I/O.
 
 use crate::core::error::{shown, Error, Result};
 use crate::core::quote;
@@ -26,11 +28,20 @@ pub const PROBLEM_PREFIX: &str = "__sh_problem_";
 const RELATION_WORDS: [&str; 9] =
     ["select", "from", "with", "table", "values", "pivot", "unpivot", "summarize", "describe"];
 
-/// Calls refused by name: they read files, other tables or the environment, change state, or
-/// give a different answer each time (a rebuild must give the layer it gave before).
-const REFUSED_CALLS: [&str; 24] = [
+/// Calls refused by name (compared lowercased, as DuckDB resolves a name quoted or not): they
+/// read files, other tables, the environment or the clock, change state, or give a different
+/// answer each time (a rebuild must give the layer it gave before). Some of them DuckDB classes
+/// as CONSISTENT (`current_setting`, `getenv`, `getvariable`, `current_localtimestamp`,
+/// `version`), which is why the catalog's allow-list alone is not enough.
+const REFUSED_CALLS: [&str; 30] = [
     "getenv",
     "current_setting",
+    "current_localtime",
+    "current_localtimestamp",
+    "version",
+    "now",
+    "today",
+    "get_current_timestamp",
     "nextval",
     "currval",
     "setseed",
@@ -54,6 +65,21 @@ const REFUSED_CALLS: [&str; 24] = [
     "getvariable",
     "checkpoint",
 ];
+/// SQL's niladic clock words, calls without parentheses (`current_date`): a mapping must give
+/// the same row twice.
+const CLOCK_WORDS: [&str; 5] = ["current_date", "current_time", "current_timestamp", "localtime", "localtimestamp"];
+
+/// Unquoted words that precede a `(` without being a call: operators and constructs of SQL's
+/// grammar (`x IN (1, 2)`, `CAST(...)`, `CASE WHEN (...)`), checked by the binder, not the catalog.
+const GRAMMAR_WORDS: [&str; 24] = [
+    "cast", "try_cast", "try", "coalesce", "and", "or", "not", "in", "is", "between", "like", "ilike", "similar",
+    "when", "then", "else", "case", "as", "any", "all", "some", "distinct", "interval", "collate",
+];
+
+/// Type names that take parameters (`CAST(x AS DECIMAL(10, 2))`, `x::VARCHAR(10)`): not calls.
+const TYPE_WORDS: [&str; 10] =
+    ["decimal", "numeric", "varchar", "char", "struct", "union", "enum", "map", "timestamp", "bit"];
+
 /// Families of table functions (files, other databases, lake readers, our own functions).
 const REFUSED_PREFIXES: [&str; 12] = [
     "read_",
@@ -157,21 +183,47 @@ pub fn called_functions(expr: &str) -> std::result::Result<Vec<String>, String> 
             Token::Ident { name, quoted: false } if name == "over" => {
                 return Err("a window function (OVER) is not a value of one row".into())
             }
+            Token::Ident { name, quoted: false } if CLOCK_WORDS.contains(&name.as_str()) => {
+                return Err(format!(
+                    "it reads the clock ({name}); a mapping must give the same row every time it is read"
+                ))
+            }
+            Token::Ident { name, quoted: false }
+                if GRAMMAR_WORDS.contains(&name.as_str())
+                    || TYPE_WORDS.contains(&name.as_str()) && is_type_position(&toks, i) => {}
             Token::Ident { name, .. } if toks.get(i + 1) == Some(&Token::Punct('(')) => {
+                // DuckDB resolves a function's name in any case, quoted or not.
+                let name = name.to_lowercase();
                 let refused =
                     REFUSED_CALLS.contains(&name.as_str()) || REFUSED_PREFIXES.iter().any(|p| name.starts_with(p));
                 if refused {
                     return Err(format!(
-                        "it calls {name}(), which reads outside the row (files, tables, the environment or \
-                         settings) or is not deterministic; an expression may use only the source's own columns"
+                        "it calls {name}(), which reads outside the row (files, tables, the environment, the \
+                         clock or settings) or is not deterministic; an expression may use only the source's own \
+                         columns"
                     ));
                 }
-                calls.push(name.clone());
+                if !calls.contains(&name) {
+                    calls.push(name);
+                }
             }
             _ => {}
         }
     }
     Ok(calls)
+}
+
+/// Whether the word at `i` names a type: it follows `AS` (a CAST), `::` or another type's `(`/`,`
+/// (a nested type such as `STRUCT(a DECIMAL(10, 2))`: conservative, a call there is still a
+/// call when the catalog is asked, since the word is then not in `TYPE_WORDS`).
+fn is_type_position(toks: &[Token], i: usize) -> bool {
+    match i.checked_sub(1).and_then(|p| toks.get(p)) {
+        Some(Token::Ident { name, quoted: false }) => {
+            name == "as" || toks.get(i.wrapping_sub(2)) == Some(&Token::Punct('('))
+        }
+        Some(Token::Punct(':')) => true,
+        _ => false,
+    }
 }
 
 /// The identifiers `expr` mentions that are among `columns` (compared as DuckDB does:
@@ -385,6 +437,34 @@ mod tests {
             let e = map(&[("revenue", expr)]).unwrap_err().to_string();
             assert!(e.contains(word) && e.contains("revenue"), "{expr}: {e}");
         }
+    }
+
+    #[test]
+    fn refused_calls_are_found_in_any_case_quoted_or_not() {
+        for expr in [
+            "\"CURRENT_SETTING\"('s3_secret_access_key')",
+            "\"RANDOM\"()",
+            "\"Uuid\"()",
+            "GETENV('HOME')",
+            "main.\"getenv\"('HOME')",
+            "now()",
+            "CAST(current_date AS VARCHAR)",
+            "coalesce(x, \"Read_Text\"('f'))",
+        ] {
+            let e = map(&[("company", expr)]).unwrap_err().to_string();
+            assert!(e.contains("company") && (e.contains("reads") || e.contains("not deterministic")), "{expr}: {e}");
+        }
+    }
+
+    #[test]
+    fn grammar_and_type_words_are_not_calls() {
+        let calls = called_functions(
+            "CASE WHEN (a IN (1, 2)) THEN CAST(round(b) AS DECIMAL(10, 2)) ELSE TRY_CAST(c AS VARCHAR(3)) END",
+        )
+        .unwrap();
+        assert_eq!(calls, vec!["round".to_string()]);
+        // The same word in call position is a call, checked against DuckDB's catalog later.
+        assert_eq!(called_functions("\"Upper\"(x) || upper(y)").unwrap(), vec!["upper".to_string()]);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Point lookups of a Fluss primary-key table: what the table holds *now* for given keys, read
 //! from its key-value store rather than its log or its lake — the independent answer a union
-//! read is spot-checked against (`serving::stream_check`).
+//! read is spot-checked against (`serving::stream_source::check`).
 
 use duckdb::arrow::record_batch::RecordBatch as Batch60;
 use fluss::metadata::{DataType, TablePath};

@@ -57,7 +57,7 @@ impl VTab for FlussScan {
         super::glue::guarded(|| {
             // SAFETY: bind stored a boxed `Bind` before init runs; DuckDB frees it after execution.
             let bind = unsafe { &*init.get_bind_data::<Bind>() };
-            let (schema, batches) = crate::serving::stream_scan::current_state(
+            let (schema, batches) = crate::serving::stream_source::scan::current_state(
                 &bind.site,
                 bind.lake.as_deref(),
                 &bind.access,

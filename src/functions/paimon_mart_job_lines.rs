@@ -37,6 +37,6 @@ impl RowsFunction for PaimonMartJobLines {
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
         let call = ctx.call;
-        Ok(text_lines(&tier::mart_job(&call.arg, &call.more[0], call.named[0].as_deref())?))
+        Ok(text_lines(&tier::mart_job(&call.arg, &call.more[0], call.named_arg(CHECKPOINT))?))
     }
 }

@@ -38,7 +38,7 @@ impl RowsFunction for PaimonReadPlan {
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
         let table = LakeTable::open(Self::NAME, &ctx.call.arg, &ctx.call.access)?;
-        let snapshot = ctx.call.named.first().cloned().flatten().and_then(|s| s.parse::<i64>().ok());
+        let snapshot = ctx.call.named_arg("snapshot").and_then(|s| s.parse::<i64>().ok());
         let scan = table.scan(snapshot, None, None)?;
         Ok(scan
             .routes()?

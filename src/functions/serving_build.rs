@@ -15,6 +15,7 @@ use crate::core::source::Origin;
 use crate::host::session::Role;
 use crate::host::transaction::Transaction;
 use crate::serving::refresh;
+use crate::serving::source::BuildRequest;
 
 pub struct ServingBuild;
 
@@ -46,24 +47,24 @@ impl RowsFunction for ServingBuild {
 
     fn write(ctx: &Ctx, tx: &mut Transaction) -> Result<Vec<Vec<Cell>>> {
         // A build starts the layer's policy afresh: 'fail' unless given.
-        let policy = on_bad_rows(ctx, 2, Self::NAME)?.unwrap_or_default();
+        let policy = on_bad_rows(ctx, Self::NAME)?.unwrap_or_default();
         // replace := true lets a build drop tables of the serving names that it did not create.
-        let replace = ctx.call.named.first().cloned().flatten().is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let replace = ctx.call.named_arg("replace").is_some_and(|v| v.eq_ignore_ascii_case("true"));
         // lake := the Paimon warehouse a Fluss table is tiered into (when the cluster does not say).
-        let lake = ctx.call.named.get(1).cloned().flatten();
+        let lake = ctx.call.named_arg("lake");
         // The source decided once; everything below takes this value, never the string again.
         let origin = Origin::of(&ctx.call.arg, &ctx.call.access.sandbox)?;
         let access = ctx.db.lake_access(&ctx.call.access, origin.lake());
-        let s = crate::serving::build(
-            ctx.conn,
-            &ctx.call.arg,
-            &origin,
-            ctx.call.columns.as_ref(),
-            lake.as_deref(),
-            &access,
-            (replace, policy),
-            tx,
-        )?;
+        let request = BuildRequest {
+            raw: &ctx.call.arg,
+            origin: &origin,
+            map: ctx.call.columns.as_ref(),
+            lake,
+            access: &access,
+            replace,
+            policy,
+        };
+        let s = crate::serving::build(ctx.conn, &request, tx)?;
         tx.after_commit(ctx.conn, refresh::warm);
         // Stopped once the build commits (an interrupted build changes nothing, follower included).
         let stopped = ctx.db.followed_elsewhere(&s.source, &access.sandbox);

@@ -21,10 +21,9 @@ impl CompanyFunction for ServingOlap {
         crate::serving::olap(conn, company, query, None)
     }
     fn query_call(ctx: &Ctx) -> Result<DayRevenue> {
-        let fact = ctx.call.named.first().cloned().flatten();
+        let fact = ctx.call.named_arg("fact");
         let access = fact
-            .as_deref()
             .map(|f| ctx.db.lake_access(&ctx.call.access, Origin::lake_path(f, &ctx.call.access.sandbox).as_deref()));
-        crate::serving::olap(ctx.conn, &ctx.call.arg, &ctx.call.dashboard, fact.as_deref().zip(access.as_ref()))
+        crate::serving::olap(ctx.conn, &ctx.call.arg, &ctx.call.dashboard, fact.zip(access.as_ref()))
     }
 }

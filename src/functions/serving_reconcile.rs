@@ -33,11 +33,10 @@ impl RowsFunction for ServingReconcile {
     const LAKE_NAMED: &'static [&'static str] = &["fact"];
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
-        let fact = ctx.call.named.first().cloned().flatten();
+        let fact = ctx.call.named_arg("fact");
         let access = fact
-            .as_deref()
             .map(|f| ctx.db.lake_access(&ctx.call.access, Origin::lake_path(f, &ctx.call.access.sandbox).as_deref()));
-        let (diffs, generation) = reconcile::reconcile(ctx.conn, fact.as_deref().zip(access.as_ref()))?;
+        let (diffs, generation) = reconcile::reconcile(ctx.conn, fact.zip(access.as_ref()))?;
         let outcome = Reconciled { at: now_micros(), clean: diffs.is_empty(), generation };
         *ctx.db.reconciled() = Some(outcome);
         // Stored in serving_meta when no writer is running; otherwise status shows it from

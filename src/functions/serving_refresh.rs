@@ -42,13 +42,13 @@ impl RowsFunction for ServingRefresh {
     const COLUMN_MAP: bool = true;
 
     fn write(ctx: &Ctx, tx: &mut Transaction) -> Result<Vec<Vec<Cell>>> {
-        let on_bad_rows = on_bad_rows(ctx, 1, Self::NAME)?;
+        let on_bad_rows = on_bad_rows(ctx, Self::NAME)?;
         // The source decided once; everything below takes this value, never the string again.
         let origin = Origin::of(&ctx.call.arg, &ctx.call.access.sandbox)?;
         let access = ctx.db.lake_access(&ctx.call.access, origin.lake());
-        let deleted = ctx.call.named.first().cloned().flatten();
+        let deleted = ctx.call.named_arg("deleted");
         let (raw, map) = (ctx.call.arg.as_str(), ctx.call.columns.as_ref());
-        let s = refresh::refresh(ctx.conn, raw, &origin, (map, on_bad_rows), &access, deleted.as_deref(), tx)?;
+        let s = refresh::refresh(ctx.conn, raw, &origin, (map, on_bad_rows), &access, deleted, tx)?;
         Ok(vec![vec![
             s.inserted.into(),
             s.updated.into(),

@@ -23,60 +23,10 @@ use duckdb::core::LogicalTypeId;
 use super::glue::rows::{Cell, Ctx};
 use super::glue::table::RowsFunction;
 use crate::core::error::{Error, Result};
-use crate::core::source::Origin;
 use crate::host::session::Role;
-use crate::serving::meta::now_micros;
-use crate::serving::served::Mode;
-use crate::serving::status::{self, Status};
-use crate::serving::{follow, freshness};
+use crate::serving::status;
 
 pub struct ServingStatus;
-
-/// `lag_ms`, the one number to alert on: 0 when the layer holds everything its source had at the
-/// follower's last look; otherwise how long the oldest change not served has waited — for a
-/// Paimon source the age of its oldest unapplied commit, for a Fluss source the time since the
-/// follower last caught up — and, while the follower fails, at least the time since its last
-/// successful look (or since it started, if none succeeded). None when it cannot be known (not a lake or
-/// stream source, the source unreachable from a layer nobody follows). On a replica whose mart carries the
-/// fact's commit time (`replica_fact_millis`) it is at least the age of that fact state: the replica
-/// cannot see the fact, only how old the fact state it serves is, so a replica of a stopped publisher
-/// never reports 0 (and one of a quiet fact grows too).
-fn alert_lag(
-    lag: &follow::Lag,
-    stream: Option<(i64, Option<i64>)>,
-    following: &Option<String>,
-    progress: &follow::Progress,
-    replica_fact_millis: Option<i64>,
-) -> Option<i64> {
-    let now_ms = now_micros() / 1000;
-    let since_ok = progress.last_ok_at.or(progress.started_at).map(|at| (now_ms - at / 1000).max(0));
-    let waiting = match stream {
-        Some((_, Some(0))) => Some(0),
-        Some(_) => since_ok,
-        None => lag.millis,
-    };
-    let waiting = match replica_fact_millis {
-        Some(fact_ms) => Some(waiting.unwrap_or(0).max(now_ms - fact_ms).max(0)),
-        None => waiting,
-    };
-    match (following, progress.failing) {
-        (Some(_), true) => Some(waiting.unwrap_or(0).max(since_ok.unwrap_or(0))),
-        _ => waiting,
-    }
-}
-
-/// A Fluss layer's position (recorded locally) and how many records its table's log holds
-/// beyond it (None while the cluster does not answer).
-#[cfg(not(duckdb14))]
-fn stream_lag(s: &Status, access: &crate::lake::Access) -> Option<(i64, Option<i64>)> {
-    let source = s.source.as_deref().filter(|src| crate::core::stream::is_fluss(src))?;
-    crate::serving::stream_source::lag(source, s.stream_position.as_deref(), access)
-}
-
-#[cfg(duckdb14)]
-fn stream_lag(_: &Status, _: &crate::lake::Access) -> Option<(i64, Option<i64>)> {
-    None
-}
 
 /// Where `state` is among the columns.
 const STATE: usize = 18;
@@ -126,7 +76,7 @@ impl RowsFunction for ServingStatus {
     const ROLE: Role = Role::Reader;
 
     fn rows(ctx: &Ctx) -> Result<Vec<Vec<Cell>>> {
-        let mut s = match status::status(ctx.conn) {
+        let s = match status::status(ctx.conn) {
             Ok(s) => s,
             // Before the first build: a row that says so (a monitor polls this from the start).
             Err(Error::NotBuilt { .. }) => {
@@ -137,49 +87,10 @@ impl RowsFunction for ServingStatus {
             }
             Err(e) => return Err(e),
         };
-        // A reconcile that ran while a writer was busy is only in memory.
-        if let Some(r) = *ctx.db.reconciled() {
-            if r.generation == s.generation && s.last_reconcile_at.is_none_or(|at| at < r.at) {
-                s.last_reconcile_at = Some(r.at);
-                s.last_reconcile_clean = Some(r.clean);
-            }
-        }
-        // A clean reconcile says nothing about a layer that changed after it.
-        let changed = s.refreshed_at.or(s.built_at);
-        if s.last_reconcile_at.zip(changed).is_some_and(|(at, changed)| at < changed) {
-            s.last_reconcile_clean = None;
-        }
-        let (following, every, progress) = match &*ctx.db.follower() {
-            Some(f) => (Some(f.source.clone()), Some(f.every.as_millis() as i64), f.progress()),
-            None => (None, None, follow::Progress::default()),
-        };
-        let lag = s
-            .source
-            .as_deref()
-            .map(|src| {
-                follow::lag(
-                    src,
-                    s.lake_snapshot,
-                    s.lake_snapshot_millis,
-                    &ctx.db.lake_access(&ctx.call.access, Origin::lake_path(src, &ctx.call.access.sandbox).as_deref()),
-                )
-            })
-            .unwrap_or_default();
-        let stream = stream_lag(&s, &ctx.call.access);
-        let fact = freshness::layer_mark(ctx.conn, Self::NAME)?;
-        let replica_fact_millis = fact.commit_millis.filter(|_| s.mode == Mode::Mart);
-        let lag_ms = alert_lag(&lag, stream, &following, &progress, replica_fact_millis);
-        let published = ctx.db.published.get().clone();
+        let r = status::report(ctx.conn, ctx.db, &ctx.call.access, s)?;
+        let (s, progress, lag, stream, fact) = (r.status, r.progress, r.lag, r.stream, r.fact);
+        let (following, every, lag_ms, published, state) = (r.following, r.every, r.lag_ms, r.published, r.state);
         let ts = |v: Option<i64>| v.map_or(Cell::Null, Cell::Timestamp);
-        // A layer whose snapshot is no longer the table's history is never reported as fresh:
-        // a follower rebuilds it at its next look, a refresh when one runs.
-        let state = match (&following, progress.failing, lag.rewritten.is_some()) {
-            (Some(_), true, _) => "failing",
-            (Some(_), false, true) => "rebuilding",
-            (Some(_), false, false) => "following",
-            (None, _, true) => "rewritten",
-            (None, _, false) => "built",
-        };
         Ok(vec![vec![
             ts(s.built_at),
             s.source.into(),

@@ -36,7 +36,7 @@
 //! Limitation (documented in the README): a C API user who disconnects every connection but
 //! keeps the `duckdb_database` handle and connects again later gets `Error::Closed`.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -94,6 +94,9 @@ pub struct Session {
     leased: AtomicBool,
     /// Scans of ours under way in users' statements (`Running`).
     running: AtomicUsize,
+    /// How many writes of ours have committed (`commits`): what a reader caches about the
+    /// serving tables holds only while this has not moved.
+    commits: AtomicU64,
     /// This instance's own descriptors on its database files, claimed at LOAD.
     own_fds: Vec<i32>,
     /// The writable file databases' paths (whose WALs a look sizes up), and when they were
@@ -214,6 +217,7 @@ impl Session {
             released: AtomicBool::new(false),
             leased: AtomicBool::new(false),
             running: AtomicUsize::new(0),
+            commits: AtomicU64::new(0),
             files: Mutex::new((None, Vec::new())),
         });
         let at_exit: std::sync::Weak<dyn AtExit> = Arc::downgrade(&session) as _;
@@ -462,6 +466,7 @@ impl Session {
     /// the user is connected and once they have been quiet. A CHECKPOINT right here would fail:
     /// the caller's statement is a transaction still running.
     fn wrote(&self) {
+        self.commits.fetch_add(1, Ordering::SeqCst);
         let mut watch = self.watch();
         watch.unsettled = true;
         watch.touch(Instant::now());
@@ -555,7 +560,14 @@ impl Session {
     /// connected. It does not count as a call of the user's (`last_used` stays), so a follower
     /// ticking faster than `SETTLE_QUIET` never keeps the settle away.
     pub fn wrote_in_background(&self) {
+        self.commits.fetch_add(1, Ordering::SeqCst);
         self.watch().unsettled = true;
+    }
+
+    /// How many writes of ours have committed so far: read it before looking something up, and
+    /// what was looked up holds while it has not moved (every build, refresh and apply is ours).
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::SeqCst)
     }
 
     /// Whether a connection other than ours is open on the instance (an error counts as no).

@@ -22,7 +22,7 @@ use crate::host::transaction::Transaction;
 use crate::lake::Access;
 use crate::serving::meta::{current_place, elapsed_ms, new_generation, now_micros, recorded_source, refuse_read_only};
 use crate::serving::quarantine::{self as held, HELD};
-use crate::serving::source::{describe, AnyOrder, Given, ResolvedSource};
+use crate::serving::source::{describe, AnyOrder, BuildRequest, Given, ResolvedSource};
 
 /// The one row serving_build returns.
 #[derive(Debug, Clone, Default)]
@@ -122,8 +122,11 @@ fn boolean_expression(conn: &Connection, src: &ResolvedSource, expr: &str) -> Re
     if expr.contains(';') {
         return Err(bad("a ';' is not part of a boolean expression (give one expression, no statements)".into()));
     }
-    // Reads outside the row are refused by name; an aggregate or window by DuckDB's typing below.
-    crate::core::mapping::called_functions(expr).map_err(bad)?;
+    // Reads outside the row are refused by the gates; an aggregate or window by DuckDB's typing below.
+    crate::serving::mapped::gate_expression(conn, "serving_refresh", "deleted", expr).map_err(|e| match e {
+        Error::BadArgument { problem, .. } => bad(problem),
+        other => other,
+    })?;
     let probe =
         format!("DESCRIBE SELECT {}, ({expr}) AS deleted FROM {}", src.columns.fact_select_list(), src.relation);
     let t: String = conn
@@ -431,16 +434,9 @@ fn load_quarantining(conn: &Connection, place: &Place, src: &ResolvedSource, sta
 }
 
 /// Builds the layer inside `tx`, left open for the caller to commit.
-pub fn build(
-    conn: &Connection,
-    raw: &str,
-    given: Given,
-    map: Option<&ColumnMap>,
-    access: &Access,
-    (replace, policy): (bool, OnBadRows),
-    tx: &mut Transaction,
-) -> Result<BuildSummary> {
+pub fn build(conn: &Connection, req: &BuildRequest, given: Given, tx: &mut Transaction) -> Result<BuildSummary> {
     let started = Instant::now();
+    let BuildRequest { raw, map, access, replace, policy, .. } = *req;
     refuse_read_only(conn, "serving_build")?;
     let recorded = recorded_source(raw, given.lake_path());
     // Resolved before the transaction: a Paimon source's planned read (its parcel) must survive

@@ -29,7 +29,7 @@ impl Wrapped {
 /// The relation `relation` seen through `map`, and its serving columns.
 pub fn wrap(conn: &Connection, raw: &str, relation: &str, map: &ColumnMap) -> Result<Wrapped> {
     for expr in map.exprs.iter().flatten() {
-        refuse_non_scalar_calls(conn, "serving_build", "columns", expr)?;
+        gate_expression(conn, "serving_build", "columns", expr)?;
     }
     let own: Vec<String> = describe(conn, raw, relation)?.into_iter().map(|(n, _)| n).collect();
     let wrapped = format!("(SELECT {} FROM {relation} AS __sh_source) AS __sh_mapped", map.select_list(&own));
@@ -73,30 +73,77 @@ fn hint_mapping(e: Error, map: &ColumnMap) -> Error {
     }
 }
 
-/// Refuses a `columns :=` expression that is not one scalar expression over the row:
-/// `core::mapping`'s rules, then, by DuckDB's catalog, any call of a function that has no scalar
-/// form (an aggregate, a table function). (`deleted :=` gets the same rules, its aggregates
-/// refused by DuckDB's typing of it: `layer::boolean_expression`.)
-pub fn refuse_non_scalar_calls(
-    conn: &Connection,
-    function: &'static str,
-    parameter: &'static str,
-    expr: &str,
-) -> Result<()> {
+/// The second gate of an expression (`columns :=` and `deleted :=` alike), after
+/// `core::mapping`'s by name: an allow-list by DuckDB's own catalog. Every function it calls —
+/// found as DuckDB finds it, any case, quoted or not, in any schema — must be a scalar function
+/// DuckDB classes as CONSISTENT (`duckdb_functions().stability`: the same arguments give the same
+/// value, so a rebuild gives the rows it gave before), or a macro whose body passes both gates.
+/// A name with several entries (overloads, schemas) must pass for each of them: the check does
+/// not guess which one the binder picks.
+pub fn gate_expression(conn: &Connection, function: &'static str, parameter: &'static str, expr: &str) -> Result<()> {
     let bad = |problem: String| Error::BadArgument { function, parameter, value: shown(expr), problem };
-    let calls = mapping::called_functions(expr).map_err(bad)?;
+    match first_refusal(conn, expr, &mut Vec::new()) {
+        Ok(None) => Ok(()),
+        Ok(Some(problem)) => Err(bad(problem)),
+        Err(e) => Err(Error::duckdb(format!("{function}: checking {parameter}"), &e)),
+    }
+}
+
+/// How deep macros may call macros before the gate stops looking (and refuses).
+const MACRO_DEPTH: usize = 8;
+
+/// Why `expr` is refused (None: it passes), `inside` the macros being expanded.
+fn first_refusal(conn: &Connection, expr: &str, inside: &mut Vec<String>) -> duckdb::Result<Option<String>> {
+    let calls = match mapping::called_functions(expr) {
+        Ok(calls) => calls,
+        Err(problem) => return Ok(Some(problem)),
+    };
     for name in calls {
-        let kinds: Vec<String> = conn
-            .prepare_cached("SELECT DISTINCT function_type FROM duckdb_functions() WHERE lower(function_name) = ?")
-            .and_then(|mut s| s.query_map([&name], |r| r.get::<_, String>(0))?.collect())
-            .map_err(|e| Error::duckdb(format!("{function}: checking {parameter}"), &e))?;
-        let scalar = kinds.iter().any(|k| k == "scalar" || k == "macro");
-        if !kinds.is_empty() && !scalar {
-            return Err(bad(format!(
+        if inside.contains(&name) {
+            continue;
+        }
+        let entries: Vec<(String, Option<String>, Option<String>)> = conn
+            .prepare_cached(
+                "SELECT function_type, stability, macro_definition FROM duckdb_functions() \
+                 WHERE lower(function_name) = ?",
+            )?
+            .query_map([&name], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<duckdb::Result<_>>()?;
+        if entries.is_empty() {
+            return Ok(Some(format!(
+                "it calls {name}(), which is not a function DuckDB has (misspelled, or of an extension that is not \
+                 loaded)"
+            )));
+        }
+        let callable: Vec<_> = entries.iter().filter(|(kind, ..)| kind == "scalar" || kind == "macro").collect();
+        if callable.is_empty() {
+            let mut kinds: Vec<&str> = entries.iter().map(|(kind, ..)| kind.as_str()).collect();
+            kinds.dedup();
+            return Ok(Some(format!(
                 "it calls {name}(), which DuckDB lists as a function of kind {} (not a value of one row)",
                 kinds.join("/")
             )));
         }
+        for (kind, stability, body) in callable {
+            if kind == "scalar" && stability.as_deref() != Some("CONSISTENT") {
+                return Ok(Some(format!(
+                    "it calls {name}(), which DuckDB classes as {} (only CONSISTENT functions are allowed: a \
+                     mapping must give the same row every time it is read)",
+                    stability.as_deref().unwrap_or("of unknown stability")
+                )));
+            }
+            if kind == "macro" {
+                let Some(body) = body.as_deref().filter(|_| inside.len() < MACRO_DEPTH) else {
+                    return Ok(Some(format!("it calls {name}(), a macro whose body streamhouse cannot check")));
+                };
+                inside.push(name.clone());
+                let refused = first_refusal(conn, body, inside)?;
+                inside.pop();
+                if let Some(problem) = refused {
+                    return Ok(Some(format!("it calls {name}(), a macro whose body is refused: {problem}")));
+                }
+            }
+        }
     }
-    Ok(())
+    Ok(None)
 }

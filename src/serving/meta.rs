@@ -64,6 +64,43 @@ pub fn served_place(conn: &Connection, function: &'static str) -> Result<Place> 
     }
 }
 
+/// Where the layer lives, per caller `search_path`, as `served_place` last found it: the
+/// dashboard's hot path names the layer's tables without asking `serving_meta` each call. An
+/// entry holds while no write of ours has committed since it was found (`Session::commits`: a
+/// build is the only thing that moves a layer, and it is ours); a changed search_path is another
+/// key. What no write of ours does — a user's own DDL on `serving_meta` — is seen at the next
+/// commit of ours; a statement that fails on the cached place drops the entry and asks again.
+#[derive(Default)]
+pub struct PlaceCache(std::sync::Mutex<Vec<(String, u64, Place)>>);
+
+/// How many search paths' places are kept (the oldest forgotten first).
+const CACHED_PLACES: usize = 16;
+
+impl PlaceCache {
+    fn entries(&self) -> std::sync::MutexGuard<'_, Vec<(String, u64, Place)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The place found for `search_path` while `commits` writes had committed, if still current.
+    pub fn get(&self, search_path: &str, commits: u64) -> Option<Place> {
+        self.entries().iter().find(|(p, c, _)| p == search_path && *c == commits).map(|(_, _, place)| place.clone())
+    }
+
+    /// Remembers `place`, found for `search_path` after reading `commits`.
+    pub fn remember(&self, search_path: &str, commits: u64, place: Place) {
+        let mut entries = self.entries();
+        entries.retain(|(p, _, _)| p != search_path);
+        if entries.len() >= CACHED_PLACES {
+            entries.remove(0);
+        }
+        entries.push((search_path.to_string(), commits, place));
+    }
+
+    pub fn forget(&self, search_path: &str) {
+        self.entries().retain(|(p, _, _)| p != search_path);
+    }
+}
+
 /// Fails with NotBuilt unless a build has created the serving tables.
 pub fn require_built(conn: &Connection, function: &'static str) -> Result<()> {
     let place = served_place(conn, function)?;

@@ -3,20 +3,24 @@
 //! - What is served: `served` (a fact layer or a mart-only replica, decided there only), `meta`
 //!   (serving_meta and the session facts every operation asks first), `state` (what a database
 //!   keeps in memory).
-//! - Building: `source` (a resolved source), `layer` (the fact layer; a table, view or file
-//!   source), `lake_source` (a Paimon table), `stream_source` (a Fluss table, by union read;
-//!   `stream_check` spot-checks what a union read loaded against Fluss's own lookups),
-//!   `mapped` (a source read through `columns :=`), `replica` (a mart-only layer from a Paimon
-//!   mart table).
+//! - Building: `source` (a resolved source; `BuildRequest`, a build's options as one value),
+//!   `layer` (the fact layer; a table, view or file source), `lake_source` (a Paimon table),
+//!   `stream_source` (a Fluss table: the union read, the follower's tick, `check` — the spot check
+//!   against Fluss's own lookups — and `scan`, the table's current state; in the DuckDB 1.4
+//!   artifact `stream_off.rs`, which refuses Fluss sources: the one place that artifact differs
+//!   here), `mapped` (a source read through `columns :=`, and the expression gate), `replica`
+//!   (a mart-only layer from a Paimon mart table).
 //! - Reading: `read` (dashboard, OLAP oracle, plan, at the place the layer records),
 //!   `mart_table` (the mart as Rust holds it, cached by generation), `lake_fact` (a Paimon fact
-//!   table aggregated while it streams), `stream_scan` (a Fluss table's current state).
+//!   table aggregated while it streams).
 //! - Keeping fresh and checking: `refresh` (a change set applied), `delta` (a Paimon table's new
 //!   snapshots as a change set), `history` (whether the lake snapshot held is still the table's),
-//!   `follow` (the background follower), `publish` (the mart to a Paimon mart table),
+//!   `follow` (the background follower), `start_follow` (serving_follow: the checks, the first
+//!   publish, the swap), `publish` (the mart to a Paimon mart table),
 //!   `freshness` (which fact state the mart reflects, carried by a publish, shown by status),
 //!   `quarantine` (orders held out of the layer under `on_bad_rows := 'quarantine'`),
-//!   `reconcile` (the mart against a fact), `status` (what the layer says of itself).
+//!   `reconcile` (the mart against a fact), `status` (what the layer says of itself, and the whole
+//!   serving_status report: its state and lag_ms).
 //! - `handoff` passes Rust-made rows to DuckDB.
 //!
 //! Every write is one transaction: a failure leaves the previous layer exactly as it was.
@@ -40,13 +44,12 @@ pub mod refresh;
 pub mod replica;
 pub mod served;
 pub mod source;
+pub mod start_follow;
 pub mod state;
 pub mod status;
-#[cfg(not(duckdb14))]
-pub mod stream_check;
-#[cfg(not(duckdb14))]
-pub mod stream_scan;
-#[cfg(not(duckdb14))]
+// The one place the DuckDB 1.4 artifact differs here: it is built without the Fluss client, and
+// its `stream_source` is a stand-in that refuses a Fluss source in the same words everywhere.
+#[cfg_attr(duckdb14, path = "stream_off.rs")]
 pub mod stream_source;
 
 use duckdb::Connection;
@@ -59,85 +62,39 @@ use crate::host::transaction::Transaction;
 use crate::lake::{Access, LakeTable};
 use crate::serving::meta::{current_place, refuse_read_only};
 use crate::serving::served::{is_mart_table, refuse_in_mart_mode, NEEDS_FACT};
-use crate::serving::source::Given;
+use crate::serving::source::{BuildRequest, Given};
 
 /// `serving_build`: a Paimon mart table makes a mart-only replica (`replica`), a Fluss table a
 /// fact layer by union read (`stream_source`), anything else a fact layer (`layer`). Runs inside
 /// `tx`, left open for the caller to commit.
-#[allow(clippy::too_many_arguments)]
-pub fn build(
-    conn: &Connection,
-    raw: &str,
-    origin: &Origin,
-    map: Option<&crate::core::mapping::ColumnMap>,
-    lake: Option<&str>,
-    access: &Access,
-    (replace, policy): (bool, OnBadRows),
-    tx: &mut Transaction,
-) -> Result<layer::BuildSummary> {
+pub fn build(conn: &Connection, req: &BuildRequest, tx: &mut Transaction) -> Result<layer::BuildSummary> {
     let started = std::time::Instant::now();
-    match origin {
-        Origin::Stream(address) => stream_build(conn, raw, address, map, lake, access, (replace, policy), tx),
-        Origin::Relation(source) => {
-            layer::build(conn, raw, Given::Relation(source), map, access, (replace, policy), tx)
-        }
+    match req.origin {
+        Origin::Stream(address) => stream_source::build(conn, req, address, tx),
+        Origin::Relation(source) => layer::build(conn, req, Given::Relation(source), tx),
         Origin::Lake(path) => {
             refuse_read_only(conn, "serving_build")?;
             // Opened once: whether it is a mart table, and the fact build's read.
-            let table = LakeTable::open("serving", path, access)?;
+            let table = LakeTable::open("serving", path, req.access)?;
             if !is_mart_table(&table) {
-                return layer::build(conn, raw, Given::Lake(&table), map, access, (replace, policy), tx);
+                return layer::build(conn, req, Given::Lake(&table), tx);
             }
-            if policy == OnBadRows::Quarantine {
+            if req.policy == OnBadRows::Quarantine {
                 return Err(Error::Refused {
                     function: "serving_build",
                     problem: format!(
-                        "on_bad_rows := 'quarantine' holds bad orders out of a fact layer, but '{raw}' is a mart \
-                         table (a mart-only replica has no orders to hold out; the layer that publishes it does)"
+                        "on_bad_rows := 'quarantine' holds bad orders out of a fact layer, but '{}' is a mart \
+                         table (a mart-only replica has no orders to hold out; the layer that publishes it does)",
+                        req.raw
                     ),
                 });
             }
-            if !replace {
+            if !req.replace {
                 layer::refuse_foreign_tables(conn, &current_place(conn)?)?;
             }
-            replica::build(conn, raw, &table, tx, started)
+            replica::build(conn, req.raw, &table, tx, started)
         }
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-#[cfg(not(duckdb14))]
-fn stream_build(
-    conn: &Connection,
-    raw: &str,
-    address: &crate::core::stream::FlussAddress,
-    map: Option<&crate::core::mapping::ColumnMap>,
-    lake: Option<&str>,
-    access: &Access,
-    options: (bool, OnBadRows),
-    tx: &mut Transaction,
-) -> Result<layer::BuildSummary> {
-    stream_source::build(conn, raw, address, map, lake, access, options, tx)
-}
-
-/// The DuckDB 1.4 artifact is built without the Fluss client.
-#[allow(clippy::too_many_arguments)]
-#[cfg(duckdb14)]
-fn stream_build(
-    _: &Connection,
-    raw: &str,
-    _: &crate::core::stream::FlussAddress,
-    _: Option<&crate::core::mapping::ColumnMap>,
-    _: Option<&str>,
-    _: &Access,
-    _: (bool, OnBadRows),
-    _: &mut Transaction,
-) -> Result<layer::BuildSummary> {
-    Err(Error::BadSource {
-        source: raw.into(),
-        reason: "Fluss sources need the DuckDB 1.5+ artifact (the 1.4 artifact is built without the Fluss client)"
-            .into(),
-    })
 }
 
 /// `serving_olap`: the dashboard's question asked of the fact — the layer's `fct_orders`, or,

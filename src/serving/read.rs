@@ -15,7 +15,7 @@ use duckdb::Connection;
 
 use crate::core::dashboard::{DashboardQuery, Relation};
 use crate::core::error::{Error, Result};
-use crate::serving::meta::{not_built, served_place};
+use crate::serving::meta::{not_built, served_place, PlaceCache};
 
 /// Per-company answer in columnar form: days since 1970-01-01 and exact revenues.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -48,9 +48,29 @@ fn per_company(
     Ok(out)
 }
 
-pub fn dashboard(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue> {
-    let place = served_place(conn, "serving_dashboard")?;
-    per_company(conn, "serving_dashboard", &query.sql_at(Relation::Mart, &place), company, query)
+/// Where a call finds the layer: the caller's search_path, the places found for it so far, and
+/// how many writes of ours had committed when the call began (`meta::PlaceCache`).
+pub struct Lookup<'a> {
+    pub search_path: &'a str,
+    pub places: &'a PlaceCache,
+    pub commits: u64,
+}
+
+/// The dashboard: one statement on the mart when the layer's place is known (`PlaceCache`),
+/// `served_place` first otherwise.
+pub fn dashboard(conn: &Connection, company: &str, query: &DashboardQuery, at: &Lookup) -> Result<DayRevenue> {
+    const F: &str = "serving_dashboard";
+    if let Some(place) = at.places.get(at.search_path, at.commits) {
+        match per_company(conn, F, &query.sql_at(Relation::Mart, &place), company, query) {
+            Ok(rows) => return Ok(rows),
+            // The layer's tables moved under the cached place (a user's DDL): ask again.
+            Err(_) => at.places.forget(at.search_path),
+        }
+    }
+    let place = served_place(conn, F)?;
+    let rows = per_company(conn, F, &query.sql_at(Relation::Mart, &place), company, query)?;
+    at.places.remember(at.search_path, at.commits, place);
+    Ok(rows)
 }
 
 pub fn olap(conn: &Connection, company: &str, query: &DashboardQuery) -> Result<DayRevenue> {

@@ -10,10 +10,29 @@ use duckdb::arrow::datatypes::DataType;
 use duckdb::Connection;
 
 use crate::core::error::{clean_duckdb_message, Error, Result};
+use crate::core::mapping::ColumnMap;
+use crate::core::quarantine::OnBadRows;
 use crate::core::schema::{self, SourceColumns};
-use crate::core::source::Source;
-use crate::lake::LakeTable;
+use crate::core::source::{Origin, Source};
+use crate::lake::{Access, LakeTable};
 use crate::serving::handoff::Parcel;
+
+/// What `serving_build` was asked, as one value: the source as given and as decided once
+/// (`Origin`), how it is read (`columns :=`, `lake :=`, the storage options and sandbox), and the
+/// build's options. Every build path takes this, never a list of its parts.
+#[derive(Clone, Copy)]
+pub struct BuildRequest<'a> {
+    /// The source as the caller wrote it (messages and the recorded source quote it).
+    pub raw: &'a str,
+    pub origin: &'a Origin,
+    pub map: Option<&'a ColumnMap>,
+    /// For a Fluss source: the Paimon warehouse it is tiered into, when the cluster does not say.
+    pub lake: Option<&'a str>,
+    pub access: &'a Access,
+    /// Whether the build may drop tables of the serving names that streamhouse did not create.
+    pub replace: bool,
+    pub policy: OnBadRows,
+}
 
 /// What a build or a refresh of the fact layer reads, as its SQL function decided it once
 /// (`core::source::Origin`), a Paimon table opened once for the statement. A Fluss table never

@@ -11,6 +11,7 @@ use crate::host::sandbox::Sandbox;
 use crate::host::session::SharedSession;
 use crate::lake::{Access, LakeOptions};
 use crate::serving::follow::Follower;
+use crate::serving::meta::PlaceCache;
 use crate::serving::publish::LastPublish;
 use crate::serving::reconcile::Reconciled;
 
@@ -27,6 +28,8 @@ pub struct Database {
     lake_options: Mutex<Vec<(String, LakeOptions)>>,
     /// What this database last published to a Paimon mart table (`serving_publish`).
     pub published: LastPublish,
+    /// Where the layer lives per caller search_path, for the dashboard (`meta::PlaceCache`).
+    pub places: PlaceCache,
 }
 
 /// How many tables' storage options are remembered (the oldest is forgotten first).
@@ -47,6 +50,7 @@ impl Database {
             reconciled: Mutex::new(None),
             lake_options: Mutex::new(Vec::new()),
             published: LastPublish::default(),
+            places: PlaceCache::default(),
         })
     }
 

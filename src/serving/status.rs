@@ -1,14 +1,23 @@
 //! What the layer says about itself for `serving_status`: when and from what it was built and
 //! refreshed, the lake snapshot (or Fluss position) it reflects, its sizes and mode, the last
-//! reconcile's outcome, its age, and the orders it holds out (`on_bad_rows`). The follower's
-//! progress and the source's lag are added by `serving_status` from `follow` and `stream_source`.
+//! reconcile's outcome, its age, and the orders it holds out (`on_bad_rows`) — `status` — and,
+//! with what the database keeps in memory (the follower's progress, the last reconcile and
+//! publish) and the source's lag (`follow`, `stream_source`), the whole report `serving_status`
+//! shows (`report`): its `state` and `lag_ms` decided here.
 
 use duckdb::Connection;
 
 use crate::core::error::Result;
+use crate::core::fact_mark::FactMark;
 use crate::core::schema::{FACT, MART, META};
+use crate::core::source::Origin;
+use crate::lake::Access;
+use crate::serving::freshness;
 use crate::serving::meta::{not_built, now_micros, require_built, served_place};
+use crate::serving::publish::Published;
 use crate::serving::served::{mode, Mode};
+use crate::serving::state::Database;
+use crate::serving::{follow, stream_source};
 
 /// What `serving_meta` says of the layer, with its sizes and age.
 #[derive(Debug, Clone, Default)]
@@ -99,4 +108,113 @@ pub fn status(conn: &Connection) -> Result<Status> {
     let changed = s.refreshed_at.or(s.built_at).unwrap_or(0);
     s.age_seconds = (now_micros() - changed) as f64 / 1e6;
     Ok(s)
+}
+
+/// `lag_ms`, the one number to alert on: 0 when the layer holds everything its source had at the
+/// follower's last look; otherwise how long the oldest change not served has waited — for a
+/// Paimon source the age of its oldest unapplied commit, for a Fluss source the time since the
+/// follower last caught up, or, nobody following a layer whose log has moved on, the time since
+/// the layer last read it (its build or last apply: an upper bound, never an under-report) — and,
+/// while the follower fails, at least the time since its last
+/// successful look (or since it started, if none succeeded). None when it cannot be known (not a lake or
+/// stream source, the source unreachable from a layer nobody follows). On a replica whose mart carries the
+/// fact's commit time (`replica_fact_millis`) it is at least the age of that fact state: the replica
+/// cannot see the fact, only how old the fact state it serves is, so a replica of a stopped publisher
+/// never reports 0 (and one of a quiet fact grows too).
+fn alert_lag(
+    lag: &follow::Lag,
+    stream: Option<(i64, Option<i64>)>,
+    following: &Option<String>,
+    progress: &follow::Progress,
+    replica_fact_millis: Option<i64>,
+    read_at_micros: Option<i64>,
+) -> Option<i64> {
+    let now_ms = now_micros() / 1000;
+    let since_ok = progress.last_ok_at.or(progress.started_at).map(|at| (now_ms - at / 1000).max(0));
+    let since_read = read_at_micros.map(|at| (now_ms - at / 1000).max(0));
+    let waiting = match stream {
+        Some((_, Some(0))) => Some(0),
+        Some((_, Some(_))) => since_ok.or(since_read),
+        Some(_) => since_ok,
+        None => lag.millis,
+    };
+    let waiting = match replica_fact_millis {
+        Some(fact_ms) => Some(waiting.unwrap_or(0).max(now_ms - fact_ms).max(0)),
+        None => waiting,
+    };
+    match (following, progress.failing) {
+        (Some(_), true) => Some(waiting.unwrap_or(0).max(since_ok.unwrap_or(0))),
+        _ => waiting,
+    }
+}
+
+/// A Fluss layer's position (recorded locally) and how many records its table's log holds
+/// beyond it (None while the cluster does not answer).
+fn stream_lag(s: &Status, access: &Access) -> Option<(i64, Option<i64>)> {
+    let source = s.source.as_deref().filter(|src| crate::core::stream::is_fluss(src))?;
+    stream_source::lag(source, s.stream_position.as_deref(), access)
+}
+
+/// Everything `serving_status` shows of a built layer.
+pub struct Report {
+    pub status: Status,
+    pub following: Option<String>,
+    pub every: Option<i64>,
+    pub progress: follow::Progress,
+    pub lag: follow::Lag,
+    /// A Fluss layer's position and how far its log is beyond it (`stream_lag`).
+    pub stream: Option<(i64, Option<i64>)>,
+    pub fact: FactMark,
+    pub lag_ms: Option<i64>,
+    pub published: Option<Published>,
+    /// 'built', 'following', 'failing', 'rewritten' or 'rebuilding'.
+    pub state: &'static str,
+}
+
+/// The report of the built layer whose recorded status is `s`, with what `db` keeps in memory
+/// and the source's lag (asked with the call's `access`).
+pub fn report(conn: &Connection, db: &Database, access: &Access, mut s: Status) -> Result<Report> {
+    // A reconcile that ran while a writer was busy is only in memory.
+    if let Some(r) = *db.reconciled() {
+        if r.generation == s.generation && s.last_reconcile_at.is_none_or(|at| at < r.at) {
+            s.last_reconcile_at = Some(r.at);
+            s.last_reconcile_clean = Some(r.clean);
+        }
+    }
+    // A clean reconcile says nothing about a layer that changed after it.
+    let changed = s.refreshed_at.or(s.built_at);
+    if s.last_reconcile_at.zip(changed).is_some_and(|(at, changed)| at < changed) {
+        s.last_reconcile_clean = None;
+    }
+    let (following, every, progress) = match &*db.follower() {
+        Some(f) => (Some(f.source.clone()), Some(f.every.as_millis() as i64), f.progress()),
+        None => (None, None, follow::Progress::default()),
+    };
+    let lag = s
+        .source
+        .as_deref()
+        .map(|src| {
+            follow::lag(
+                src,
+                s.lake_snapshot,
+                s.lake_snapshot_millis,
+                &db.lake_access(access, Origin::lake_path(src, &access.sandbox).as_deref()),
+            )
+        })
+        .unwrap_or_default();
+    let stream = stream_lag(&s, access);
+    let fact = freshness::layer_mark(conn, "serving_status")?;
+    let replica_fact_millis = fact.commit_millis.filter(|_| s.mode == Mode::Mart);
+    let lag_ms = alert_lag(&lag, stream, &following, &progress, replica_fact_millis, s.refreshed_at.or(s.built_at));
+    let published = db.published.get().clone();
+    // A layer whose snapshot is no longer the table's history is never reported as fresh:
+    // a follower rebuilds it at its next look, a refresh when one runs.
+    let state = match (&following, progress.failing, lag.rewritten.is_some()) {
+        (Some(_), true, _) => "failing",
+        (Some(_), false, true) => "rebuilding",
+        (Some(_), false, false) => "following",
+        (None, _, true) => "rewritten",
+        (None, _, false) => "built",
+    };
+    Ok(Report { status: s, following, every, progress, lag, stream, fact, lag_ms, published, state })
 }

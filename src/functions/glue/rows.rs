@@ -93,8 +93,9 @@ pub struct Call {
     pub search_path: String,
     /// The caller's sandbox and, for functions that read the lake, the storage options.
     pub access: Access,
-    /// Named parameters in the order the function declares them (DuckDB's text form).
-    pub named: Vec<Option<String>>,
+    /// Named parameters as the function declares them, each with DuckDB's text form of its
+    /// value (None: not given, or NULL); read by name (`named_arg`).
+    pub named: Vec<(&'static str, Option<String>)>,
     /// For the dashboard functions: their checked named parameters (`dashboard_args`).
     pub dashboard: DashboardQuery,
     /// For the functions that read a source: `columns := MAP {...}`, checked (`core::mapping`).
@@ -132,6 +133,13 @@ pub fn bind_call(bind: &BindInfo, function: &'static str, name: Option<&'static 
     })
 }
 
+impl Call {
+    /// The text of the named parameter `name` (None: not given, or NULL).
+    pub fn named_arg(&self, name: &str) -> Option<&str> {
+        self.named.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v.as_deref())
+    }
+}
+
 /// The positional VARCHAR parameters after the first, named `names` (each refused when NULL).
 pub fn more_params(bind: &BindInfo, function: &'static str, names: &[&'static str]) -> Result<Vec<String>> {
     (1..)
@@ -152,16 +160,9 @@ pub fn text_lines(text: &str) -> Vec<Vec<Cell>> {
     text.lines().zip(1..).map(|(line, n)| vec![Cell::BigInt(n), Cell::Text(line.into())]).collect()
 }
 
-/// `on_bad_rows := 'fail' | 'quarantine'`, the named parameter at `at` of `function`, checked
-/// (None when not given).
-pub fn on_bad_rows(ctx: &Ctx, at: usize, function: &'static str) -> Result<Option<crate::core::quarantine::OnBadRows>> {
-    ctx.call
-        .named
-        .get(at)
-        .cloned()
-        .flatten()
-        .map(|v| crate::core::quarantine::OnBadRows::parse(function, &v))
-        .transpose()
+/// `on_bad_rows := 'fail' | 'quarantine'` of `function`, checked (None when not given).
+pub fn on_bad_rows(ctx: &Ctx, function: &'static str) -> Result<Option<crate::core::quarantine::OnBadRows>> {
+    ctx.call.named_arg("on_bad_rows").map(|v| crate::core::quarantine::OnBadRows::parse(function, v)).transpose()
 }
 
 /// What a table function's body gets: a connection for its role, what bind captured, and the

@@ -93,11 +93,6 @@ fn wait_param(bind: &BindInfo, function: &'static str) -> Result<Option<std::tim
     crate::core::wait::writer_wait(function, months, days, micros, &v.to_string()).map(Some)
 }
 
-/// The text of the named parameter `name` of `declared`, from the values bind collected.
-fn named<'a>(call: &'a Call, declared: &[(&str, LogicalTypeId)], name: &str) -> Option<&'a str> {
-    declared.iter().zip(&call.named).find(|((n, _), _)| *n == name).and_then(|(_, v)| v.as_deref())
-}
-
 /// Opens (and drops) the Paimon table an argument names, at bind (`lake_batches::table_arg_path`),
 /// with the options the call gives or those remembered for that table.
 fn open_table_arg(bind: &BindInfo, call: &Call, function: &'static str, arg: TableArg, raw: &str) -> Result<()> {
@@ -127,16 +122,18 @@ impl<F: RowsFunction> VTab for Table<F> {
             call.more = rows::more_params(bind, F::NAME, F::MORE_PARAMS)?;
             call.named = F::NAMED
                 .iter()
-                .map(|(name, _)| bind.get_named_parameter(name).filter(|v| !v.is_null()).map(|v| v.to_string()))
+                .map(|&(name, _)| {
+                    (name, bind.get_named_parameter(name).filter(|v| !v.is_null()).map(|v| v.to_string()))
+                })
                 .collect();
             if F::LAKE_OPTIONS {
                 let tables: Vec<&str> = (F::PARAM.map(|_| call.arg.as_str()).into_iter())
-                    .chain(F::LAKE_NAMED.iter().filter_map(|name| named(&call, F::NAMED, name)))
+                    .chain(F::LAKE_NAMED.iter().filter_map(|name| call.named_arg(name)))
                     .collect();
                 call.access.options = lake_batches::options_param(bind, F::NAME, &tables)?;
             }
             for &(name, arg) in F::TABLE_ARGS {
-                let value = if F::PARAM == Some(name) { Some(call.arg.as_str()) } else { named(&call, F::NAMED, name) };
+                let value = if F::PARAM == Some(name) { Some(call.arg.as_str()) } else { call.named_arg(name) };
                 if let Some(raw) = value {
                     open_table_arg(bind, &call, F::NAME, arg, raw)?;
                 }
@@ -213,9 +210,11 @@ impl<F: CompanyFunction> VTab for PerCompany<F> {
             let mut call = rows::bind_call(bind, F::NAME, Some("company"))?;
             call.dashboard = dashboard_args::bind(bind, F::NAME)?;
             if F::LAKE_FACT {
-                call.named = vec![bind.get_named_parameter(FACT).filter(|v| !v.is_null()).map(|v| v.to_string())];
-                let fact: Vec<&str> = call.named[0].as_deref().into_iter().collect();
-                call.access.options = lake_batches::options_param(bind, F::NAME, &fact)?;
+                call.named =
+                    vec![(FACT, bind.get_named_parameter(FACT).filter(|v| !v.is_null()).map(|v| v.to_string()))];
+                let fact: Vec<String> = call.named_arg(FACT).map(str::to_string).into_iter().collect();
+                let tables: Vec<&str> = fact.iter().map(String::as_str).collect();
+                call.access.options = lake_batches::options_param(bind, F::NAME, &tables)?;
                 if let Some(raw) = fact.first() {
                     open_table_arg(bind, &call, F::NAME, TableArg::Fact, raw)?;
                 }

@@ -28,25 +28,14 @@ import time
 
 import duckdb
 import fluss
-import pyarrow as pa
 import pytest
 from conftest import connect, oracle
-from support.fluss_client import run, tiering_progress, wait_tiered
+from support.fluss_client import BUCKETS, DATABASE, create, end_offsets, run, tiering_progress, wait_tiered, write
 from support.fluss_util import COMPANIES, cluster, order_stream, replay
 from support.live_util import status_dict, wait_for
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.xdist_group("jvm")]  # JVM tests: one worker (conftest.py)
 
-DATABASE = "shop"
-SCHEMA = pa.schema(
-    [
-        pa.field("order_id", pa.int64(), nullable=False),
-        ("company", pa.string()),
-        ("order_day", pa.date32()),
-        ("revenue", pa.int64()),
-    ]
-)
-BUCKETS = 3
 # Seconds between the tablet server's saves of its high watermark (Fluss: 5), and between the last
 # acknowledged write and a kill that must lose nothing (one save later).
 CHECKPOINT = 30
@@ -57,40 +46,6 @@ SECRET = "SECRET123"
 # --------------------------------------------------------------------------------------------
 # pyfluss: the independent writer and reader
 # --------------------------------------------------------------------------------------------
-
-
-def create(bootstrap: str, name: str, keys=("order_id",), lake: bool = False, buckets: int = BUCKETS) -> None:
-    async def work(connection):
-        admin = connection.get_admin()
-        await admin.create_database(DATABASE, ignore_if_exists=True)
-        properties = {"table.datalake.enabled": "true", "table.datalake.freshness": "1s"} if lake else {}
-        schema = fluss.Schema(SCHEMA, primary_keys=list(keys) if keys else None)
-        descriptor = fluss.TableDescriptor(schema, bucket_count=buckets, properties=properties)
-        await admin.create_table(fluss.TablePath(DATABASE, name), descriptor, ignore_if_exists=False)
-
-    run(work, bootstrap)
-
-
-def write(bootstrap: str, name: str, ops: list) -> None:
-    """Writes `ops` (support.fluss_util's stream: each upsert a row in the table's column order) and
-    returns once Fluss acknowledged all of them."""
-
-    async def work(connection):
-        writer = (await connection.get_table(fluss.TablePath(DATABASE, name))).new_upsert().create_writer()
-        for start in range(0, len(ops), 500):
-            for kind, value in ops[start : start + 500]:
-                _ = writer.upsert(value) if kind == "upsert" else writer.delete({"order_id": value})
-            await writer.flush()
-
-    run(work, bootstrap)
-
-
-def end_offsets(bootstrap: str, name: str, buckets: int = BUCKETS) -> dict[int, int]:
-    async def work(connection):
-        path = fluss.TablePath(DATABASE, name)
-        return dict(await connection.get_admin().list_offsets(path, list(range(buckets)), fluss.OffsetSpec.latest()))
-
-    return run(work, bootstrap)
 
 
 def answering(bootstrap: str, name: str, within: float = 180) -> dict[int, int]:

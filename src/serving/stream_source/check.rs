@@ -41,20 +41,22 @@ const SINCE_LIMIT: Duration = Duration::from_secs(30);
 /// later: how long a disagreement is given to show up in the changelog before it counts.
 const SETTLE: Duration = Duration::from_millis(300);
 
-/// The first order of the layer at `place` (just loaded by a union read that read the changelog
-/// up to `end`) that Fluss holds otherwise or not at all, in words; None when every sampled order
-/// agrees (or the key is not an integer column, which lookups here cannot ask for).
-#[allow(clippy::too_many_arguments)]
-pub fn disagreement(
-    conn: &Connection,
-    site: &Site,
-    place: &Place,
-    raw: &str,
-    map: Option<&ColumnMap>,
-    columns: &[String],
-    buckets: i32,
-    end: &Position,
-) -> Result<Option<String>> {
+/// What a union read loaded, as the spot check asks Fluss about it: the table (its site, the
+/// source as given, the column map), the columns read (the key first), its buckets, and the end
+/// offsets the changelog was read up to.
+pub struct CheckedRead<'a> {
+    pub site: &'a Site,
+    pub raw: &'a str,
+    pub map: Option<&'a ColumnMap>,
+    pub columns: &'a [String],
+    pub buckets: i32,
+    pub end: &'a Position,
+}
+
+/// The first order of the layer at `place` (just loaded by the union read `read`) that Fluss
+/// holds otherwise or not at all, in words; None when every sampled order agrees (or the key is
+/// not an integer column, which lookups here cannot ask for).
+pub fn disagreement(conn: &Connection, place: &Place, read: &CheckedRead) -> Result<Option<String>> {
     let failed = |e: duckdb::Error| Error::duckdb("serving: spot-checking the union read against Fluss", &e);
     conn.execute_batch(&format!(
         "CREATE OR REPLACE TEMP TABLE {SAMPLED} AS SELECT * FROM {} USING SAMPLE reservoir({SAMPLE} ROWS) REPEATABLE (7)",
@@ -66,28 +68,18 @@ pub fn disagreement(
         let rows = stmt.query_map([], |r| r.get::<_, i64>(0)).map_err(failed)?;
         rows.collect::<std::result::Result<_, _>>().map_err(failed)?
     };
-    let outcome = compare(conn, site, raw, map, columns, &keys, buckets, end);
+    let outcome = compare(conn, read, &keys);
     let _ = conn.execute_batch(&format!("DROP TABLE IF EXISTS {SAMPLED}; DROP TABLE IF EXISTS {LOOKED}"));
     outcome
 }
 
-#[allow(clippy::too_many_arguments)]
-fn compare(
-    conn: &Connection,
-    site: &Site,
-    raw: &str,
-    map: Option<&ColumnMap>,
-    columns: &[String],
-    keys: &[i64],
-    buckets: i32,
-    end: &Position,
-) -> Result<Option<String>> {
+fn compare(conn: &Connection, read: &CheckedRead, keys: &[i64]) -> Result<Option<String>> {
     if keys.is_empty() {
         return Ok(None);
     }
-    let Some(found) = lookup::rows(site, columns, keys)? else { return Ok(None) };
-    let differing = differing(conn, raw, map, &found)?;
-    settled(site, &columns[0], buckets, end, differing)
+    let Some(found) = lookup::rows(read.site, read.columns, keys)? else { return Ok(None) };
+    let differing = differing(conn, read.raw, read.map, &found)?;
+    settled(read.site, &read.columns[0], read.buckets, read.end, differing)
 }
 
 /// The first of `differing` (key, the difference in words) that is not explained by a write

@@ -20,7 +20,7 @@ use crate::fluss::log::{Tail, KIND};
 use crate::fluss::table;
 use crate::fluss::{lookup, Site};
 use crate::lake::{Access, LakeTable};
-use crate::serving::stream_check;
+use crate::serving::stream_source::check;
 
 /// How long the changelog read may take.
 const LOG_READ_LIMIT: Duration = Duration::from_secs(120);
@@ -106,7 +106,7 @@ pub fn current_state(
                 out.push(kept);
             }
         }
-        // What is left of the lake part, spot-checked against Fluss's lookups (`stream_check`).
+        // What is left of the lake part, spot-checked against Fluss's lookups (`check`).
         if let Some(point) = &start.lake {
             if let [key] = keys[..] {
                 if let Some(why) = spot_check(site, &schema, key, &out, facts.buckets, &end)? {
@@ -130,7 +130,7 @@ pub fn current_state(
     }
 }
 
-/// The first of up to `stream_check::SAMPLE` rows of the lake part (`lake`, evenly spread over
+/// The first of up to `check::SAMPLE` rows of the lake part (`lake`, evenly spread over
 /// it) that Fluss holds otherwise or not at all, in words; None when all agree or the one key
 /// `key` is not an integer column.
 fn spot_check(
@@ -145,7 +145,7 @@ fn spot_check(
     if total == 0 {
         return Ok(None);
     }
-    let stride = total.div_ceil(stream_check::SAMPLE);
+    let stride = total.div_ceil(check::SAMPLE);
     let picked: Vec<RecordBatch> = {
         let (mut at, mut out) = (0usize, Vec::new());
         for b in lake {
@@ -193,5 +193,5 @@ fn spot_check(
             Some(_) => None,
         })
         .collect();
-    stream_check::settled(site, key_name, buckets, end, differing)
+    check::settled(site, key_name, buckets, end, differing)
 }

@@ -30,9 +30,13 @@ use crate::fluss::Site;
 use crate::host::transaction::Transaction;
 use crate::lake::Access;
 use crate::serving::layer::{self, BuildSummary};
-use crate::serving::meta::{current_place, not_built, now_micros, refuse_read_only};
+use crate::serving::meta::{current_place, not_built, refuse_read_only};
+use crate::serving::source::BuildRequest;
 use crate::serving::source::{describe, AnyOrder, ResolvedSource};
-use crate::serving::{lake_source, mapped, refresh, stream_check};
+use crate::serving::{lake_source, mapped, refresh};
+
+pub mod check;
+pub mod scan;
 
 /// Where the changelog read by a build or an apply is staged, and its last change per key.
 const LOG: &str = "__sh_fluss_log";
@@ -115,8 +119,14 @@ pub fn lake_path(site: &Site, given: Option<&str>) -> Result<String> {
             )
         })?,
     };
-    let warehouse = warehouse.trim_start_matches("file://").trim_end_matches('/').to_string();
-    Ok(format!("{warehouse}/{}.db/{}", site.address.database, site.address.table))
+    let warehouse = warehouse.trim_start_matches("file://").trim_end_matches('/');
+    let table = format!("{}.db/{}", site.address.database, site.address.table);
+    // A layer records the table's own directory (`serving_meta.stream_lake`), and a follower's
+    // rebuild hands that back: it is the table already, never joined onto again.
+    if warehouse.ends_with(&format!("/{table}")) {
+        return Ok(warehouse.to_string());
+    }
+    Ok(format!("{warehouse}/{table}"))
 }
 
 /// Stages changelog batches into `LOG` (its columns as the batches bring them) and the last
@@ -172,7 +182,7 @@ pub struct UnionRead {
 /// A lake snapshot found to disagree with what Fluss holds: its id and the order that showed it.
 type Distrusted = Option<(i64, String)>;
 
-/// The spot check of a union read just loaded at `place` (`stream_check`): None when it read
+/// The spot check of a union read just loaded at `place` (`check`): None when it read
 /// no lake part or the lake part agrees with Fluss; the lake snapshot and why otherwise.
 fn spot_check(
     conn: &Connection,
@@ -183,22 +193,19 @@ fn spot_check(
     read: &UnionRead,
 ) -> Result<Distrusted> {
     let Some((snapshot, _)) = &read.lake else { return Ok(None) };
-    let why = stream_check::disagreement(conn, site, place, raw, map, &read.columns, read.buckets, &read.end)?;
+    let checked = check::CheckedRead { site, raw, map, columns: &read.columns, buckets: read.buckets, end: &read.end };
+    let why = check::disagreement(conn, place, &checked)?;
     Ok(why.map(|why| (*snapshot, why)))
 }
 
 /// `serving_build('fluss://...')` inside `tx` (left open for the caller to commit).
-#[allow(clippy::too_many_arguments)]
 pub fn build(
     conn: &Connection,
-    raw: &str,
+    req: &BuildRequest,
     address: &FlussAddress,
-    map: Option<&ColumnMap>,
-    lake: Option<&str>,
-    access: &Access,
-    (replace, policy): (bool, OnBadRows),
     tx: &mut Transaction,
 ) -> Result<BuildSummary> {
+    let BuildRequest { raw, map, lake, access, replace, policy, .. } = *req;
     let started = Instant::now();
     refuse_read_only(conn, "serving_build")?;
     let site = Site::new("serving_build", address.clone(), &access.sandbox)?;
@@ -427,13 +434,10 @@ fn tick(conn: &Connection, state: &mut Follow) -> Result<Option<i64>> {
     let mut tx = Transaction::new();
     let done = tx.run(conn, || {
         refresh::apply_changes(conn, &changes, Instant::now())?;
+        // The apply above counted the refresh and stamped its time: one tick, one refresh.
         conn.execute(
-            &format!(
-                "UPDATE {} SET stream_position = ?, refreshed_at = make_timestamp(?), refresh_source = source, \
-                 refreshes = refreshes + 1",
-                rec.place.of(META)
-            ),
-            duckdb::params![position.encode(), now_micros()],
+            &format!("UPDATE {} SET stream_position = ?, refresh_source = source", rec.place.of(META)),
+            duckdb::params![position.encode()],
         )
         .map_err(|e| Error::duckdb("serving_follow: recording the Fluss position", &e))?;
         Ok(())
