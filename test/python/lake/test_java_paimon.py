@@ -1,3 +1,4 @@
+# ruff: noqa: F811 (test functions take the fixture `java` imported from support.java_paimon_tables)
 """Java Paimon (1.3.1, its own Java API) writes the lake property tables and reads them back as a
 second oracle (issue 41 item 3).
 
@@ -29,300 +30,37 @@ The writes avoid what Java Paimon itself merges differently depending on which v
 compaction sees (the generator says where), so one logical oracle holds for every layout. The
 oracle is checked against Java Paimon's read first (`harness`): a difference there is the
 harness's; a difference of streamhouse's from both is a streamhouse bug, kept as a strict xfail.
+
+The generator (`Case`) and the plain-Python oracle are support/java_paimon_tables.py's; the
+differences found, each as the smallest table that shows it, are test_java_paimon_lookup.py's.
 """
 
 from __future__ import annotations
 
 import datetime
 import decimal
-import json
-import random
-import time
 from pathlib import Path
 
 import duckdb
 import pytest
 from conftest import connect
 from support.java_paimon import JavaPaimon
+from support.java_paimon_tables import (  # noqa: F401 (java: the fixture, used by name)
+    ENGINES,
+    LOOKUP_RULE,
+    SEEDS,
+    Case,
+    canon,
+    from_java,
+    java,
+    kept,
+    merge,
+    replay,
+    rows_of,
+    snapshot_files,
+)
 
 pytestmark = pytest.mark.xdist_group("jvm")  # JVM tests: one worker (conftest.py)
-
-SEEDS = list(range(28))
-ENGINES = ["deduplicate", "partial-update", "aggregation", "first-row"]
-COMPANIES = ["acme", "O'Reilly", "東京商事", "Café Zürich", "zeta"]
-DAYS = [datetime.date(2026, 11, 1) + datetime.timedelta(days=i) for i in range(5)]
-# The serving columns (serving_build reads them) and the other tables' columns, in Paimon SQL types.
-SERVING_FIELDS = {"order_id": "BIGINT NOT NULL", "company": "STRING", "order_day": "DATE", "revenue": "BIGINT"}
-GENERIC_FIELDS = {
-    "id": "BIGINT NOT NULL",
-    "name": "STRING",
-    "qty": "BIGINT",
-    "price": "DOUBLE",
-    "day": "DATE",
-    "ts": "BIGINT",
-    "amount": "DECIMAL(12, 2)",
-    "flag": "BOOLEAN",
-    "small": "INT",
-}
-
-
-@pytest.fixture(scope="module")
-def java(tmp_path_factory):
-    with JavaPaimon(tmp_path_factory.mktemp("java-paimon")) as j:
-        yield j
-
-
-# --------------------------------------------------------------------------------------------
-# The random tables
-# --------------------------------------------------------------------------------------------
-
-
-class Case:
-    """One random table: its configuration and the steps that write it (all decided by the seed)."""
-
-    def __init__(self, seed: int):
-        r = random.Random(seed * 7919 + 41)
-        self.seed = seed
-        self.engine = ENGINES[seed % len(ENGINES)]
-        self.serving = seed % 3 == 1  # the serving columns: serving_build reads it
-        self.partitioned = r.random() < 0.4
-        self.buckets = r.choice([1, 2, 3])
-        self.dv = self.engine != "first-row" and r.random() < 0.35
-        producers = ["none", "lookup"] if self.engine == "first-row" else ["none", "input", "lookup", "full-compaction"]
-        if self.dv:
-            producers.remove("full-compaction")  # Paimon: DV only with none/input/lookup
-        self.producer = producers[(seed // len(ENGINES)) % len(producers)]
-        self.sequence_field = self.engine == "deduplicate" and not self.serving and r.random() < 0.4
-        # deduplicate takes retractions always; the others through ignore-delete (partial-update,
-        # first-row) or by retracting (aggregation: sum subtracts, the rest ignore-retract)
-        self.retracts = self.engine == "deduplicate" or r.random() < 0.6
-        # partial-update takes -D as "remove the row" instead (partial-update.remove-record-on-delete)
-        self.pu_remove = self.engine == "partial-update" and self.retracts and (seed // len(ENGINES)) % 2 == 1
-        self.writer = r.choice(["stream", "batch"])
-        self.write_only = r.random() < (0.5 if self.dv else 0.3)
-        self.trigger = r.choice([None, 2, 3])  # num-sorted-run.compaction-trigger
-        self.commits = r.randint(1, 8)
-        self.keys = r.randint(8, 120)
-        self.evolve_at = r.randint(1, self.commits - 1) if self.commits > 1 and seed % 5 == 2 else None
-        # data files: Parquet mostly, ORC and Avro too; small target files: a sorted run of many files
-        self.file_format = r.choice(["parquet", "parquet", "parquet", "orc", "avro"])
-        self.small_files = r.random() < 0.25
-        self.r = r
-
-    # --- schema
-
-    @property
-    def key_col(self) -> str:
-        return "order_id" if self.serving else "id"
-
-    def columns(self, evolved: bool) -> list[tuple[str, str]]:
-        cols = list((SERVING_FIELDS if self.serving else GENERIC_FIELDS).items())
-        if self.partitioned:
-            cols.insert(1, ("region", "STRING NOT NULL"))
-        if evolved:
-            cols.append(("note", "STRING"))
-        return cols
-
-    def primary_keys(self) -> list[str]:
-        return [self.key_col, "region"] if self.partitioned else [self.key_col]
-
-    def options(self) -> dict:
-        o = {"bucket": str(self.buckets), "merge-engine": self.engine}
-        if self.producer != "none":
-            o["changelog-producer"] = self.producer
-        if self.dv:
-            o["deletion-vectors.enabled"] = "true"
-        if self.sequence_field:
-            o["sequence.field"] = "ts"
-        if self.pu_remove:
-            o["partial-update.remove-record-on-delete"] = "true"
-        elif self.retracts and self.engine in ("partial-update", "first-row"):
-            o["ignore-delete"] = "true"
-        if self.trigger is not None:
-            o["num-sorted-run.compaction-trigger"] = str(self.trigger)
-        if self.file_format != "parquet":
-            o["file.format"] = self.file_format
-        if self.small_files:
-            o["target-file-size"] = "2 kb"
-        if self.engine == "aggregation":
-            # sum (a retraction subtracts), max; the rest last_non_null_value; all but the sum
-            # ignore retractions (their retraction depends on which versions one compaction merges)
-            summed = "revenue" if self.serving else "qty"
-            o[f"fields.{summed}.aggregate-function"] = "sum"
-            if not self.serving:
-                o["fields.price.aggregate-function"] = "max"
-            for c, _ in self.columns(False):
-                if c != summed and c not in self.primary_keys():
-                    o[f"fields.{c}.ignore-retract"] = "true"
-        return o
-
-    # --- rows
-
-    def value_row(self, k: int, commit: int, evolved: bool, partial: bool) -> dict:
-        r = self.r
-
-        def maybe(v):
-            return None if partial and r.random() < 0.35 else v
-
-        if self.serving:
-            row = {
-                "order_id": k,
-                "company": maybe(r.choice(COMPANIES)),
-                "order_day": maybe(r.choice(DAYS)),
-                "revenue": maybe(r.randint(-50, 2000)),
-            }
-        else:
-            row = {
-                "id": k,
-                "name": maybe(r.choice(["", "twelve bytes", f"a name longer than a view holds {k}", f"c{commit}"])),
-                "qty": maybe(r.randint(-5, 100)),
-                "price": maybe(round(r.uniform(0, 50), 2)),
-                "day": maybe(r.choice(DAYS)),
-                "ts": r.randrange(0, 12),
-                "amount": maybe(decimal.Decimal(r.randrange(-(10**8), 10**8)).scaleb(-2)),
-                "flag": maybe(r.random() < 0.5),
-                "small": maybe(r.randint(-(2**31), 2**31 - 1)),
-            }
-        if self.partitioned:
-            row["region"] = ["eu", "us"][k % 2]
-        if evolved:
-            row["note"] = maybe(f"n{commit}")
-        return row
-
-    def commit_rows(self, commit: int, evolved: bool, live: set, dead: set) -> list[tuple[str, dict]]:
-        """One version per key (a writer folds a key's versions inside a commit before its files)."""
-        r = self.r
-        out = []
-        for k in sorted(r.sample(range(self.keys), r.randint(1, self.keys))):
-            if (self.sequence_field or self.pu_remove) and k in dead:
-                # sequence.field: a full compaction drops the winning delete, a later lower `ts`
-                # would win; remove-record-on-delete: a row written after the delete is merged
-                # onto the deleted row's fields when they are in one compaction, not otherwise
-                continue
-            partial = self.engine in ("partial-update", "aggregation") and k in live
-            if self.serving and self.engine == "aggregation":
-                partial = partial and r.random() < 0.5
-            row = self.value_row(k, commit, evolved, partial)
-            kind = r.choice(["+I", "+U"])
-            # aggregation: a retraction only of a key written before (Paimon reads a key whose one
-            # version is a retraction as absent, but merges it with later versions into a row)
-            retract_ok = self.retracts and (k in live or not (self.serving or self.engine == "aggregation"))
-            if self.pu_remove:
-                retract_ok = k in live  # -U would be ignored, or a delete once compacted alone
-            if retract_ok and r.random() < 0.25:
-                kind = "-D" if self.pu_remove else r.choice(["-U", "-D"])
-                if self.engine == "aggregation" and evolved:
-                    row["note"] = None  # last_non_null_value's retraction depends on compaction order
-            out.append((kind, row))
-            if kind in ("+I", "+U"):
-                live.add(k)
-            elif self.engine == "deduplicate" or self.pu_remove:
-                live.discard(k)
-                dead.add(k)
-        return out
-
-    def steps(self) -> list[dict]:
-        """commit / compact / add_column steps, in order."""
-        r = self.r
-        out, live, dead, evolved = [], set(), set(), False
-        for c in range(self.commits):
-            if self.evolve_at == c:
-                out.append({"op": "add_column"})
-                evolved = True
-            step = {"op": "commit", "rows": self.commit_rows(c, evolved, live, dead), "compact": None}
-            if not self.write_only and r.random() < 0.25:
-                step["compact"] = r.choice(["minor", "full"])
-            out.append(step)
-            if self.write_only and r.random() < 0.4:
-                out.append({"op": "compact", "full": r.random() < 0.5})
-        if self.write_only and r.random() < 0.6:
-            out.append({"op": "compact", "full": True})
-        return out
-
-
-# --------------------------------------------------------------------------------------------
-# The plain-Python oracle
-# --------------------------------------------------------------------------------------------
-
-
-def kept(case: Case, kind: str) -> bool:
-    """Whether Java's writer keeps a row: ignore-delete drops retractions before they are written."""
-    ignore_delete = case.retracts and case.engine in ("partial-update", "first-row") and not case.pu_remove
-    return not (kind in ("-U", "-D") and ignore_delete)
-
-
-def merge(case: Case, commits: list[list[tuple[str, dict]]], columns: list[str]) -> dict:
-    """key -> merged row (dict over `columns`) after `commits`, by each engine's rule."""
-    state: dict = {}
-    order = 0
-    seq_rank: dict = {}
-    key_cols = case.primary_keys()
-    for rows in commits:
-        for kind, row in rows:
-            order += 1
-            if not kept(case, kind):
-                continue
-            key = tuple(row[c] for c in key_cols)
-            full = {c: row.get(c) for c in columns}
-            add = kind in ("+I", "+U")
-            if case.engine == "deduplicate":
-                rank = (row["ts"], order) if case.sequence_field else (order,)
-                if key not in seq_rank or rank >= seq_rank[key]:
-                    seq_rank[key] = rank
-                    if add:
-                        state[key] = full
-                    else:
-                        state.pop(key, None)
-            elif case.engine == "first-row":
-                state.setdefault(key, full)
-            elif case.engine == "partial-update":
-                if not add:  # remove-record-on-delete (ignore-delete dropped it at the writer)
-                    state.pop(key, None)
-                    continue
-                cur = state.setdefault(key, dict.fromkeys(columns))
-                for c, v in full.items():
-                    if v is not None:
-                        cur[c] = v
-            else:  # aggregation: sum (retracted: subtracted), max, the rest last_non_null_value
-                cur = state.get(key)
-                if cur is None:
-                    cur = state[key] = dict.fromkeys(columns)
-                    for c in key_cols:
-                        cur[c] = full[c]
-                summed = "revenue" if case.serving else "qty"
-                for c, v in full.items():
-                    if c in key_cols or v is None:
-                        continue
-                    if c == summed:
-                        v = v if add else -v
-                        cur[c] = v if cur[c] is None else cur[c] + v
-                    elif not add:
-                        continue  # ignore-retract (note: retracted rows carry no note)
-                    elif c == "price":
-                        cur[c] = v if cur[c] is None else max(cur[c], v)
-                    else:
-                        cur[c] = v
-    return state
-
-
-def rows_of(state: dict, columns: list[str]) -> list[tuple]:
-    return canon(tuple(row[c] for c in columns) for row in state.values())
-
-
-def canon(rows) -> list[tuple]:
-    return sorted((tuple(r) for r in rows), key=repr)
-
-
-def replay(changes: list[tuple], key_idx: list[int]) -> dict:
-    """(kind, *values) replayed in order: +I/+U put, -U/-D remove."""
-    state: dict = {}
-    for kind, *values in changes:
-        key = tuple(values[i] for i in key_idx)
-        if kind in ("+I", "+U"):
-            state[key] = tuple(values)
-        else:
-            state.pop(key, None)
-    return state
 
 
 # --------------------------------------------------------------------------------------------
@@ -401,28 +139,9 @@ def write(java: JavaPaimon, tmp: Path, case: Case) -> Written:
     return w
 
 
-def snapshot_files(path: str) -> dict[int, dict]:
-    out = {}
-    for p in Path(path, "snapshot").glob("snapshot-*"):
-        d = json.loads(p.read_text())
-        out[d["id"]] = d
-    return out
-
-
 def commits_at(w: Written, snapshot: int) -> int:
     """How many commits the snapshot holds (a commit's snapshots are (before, after])."""
     return sum(1 for before, _after in w.commit_snapshots if before < snapshot)
-
-
-def from_java(values: list, columns: list[str], types: dict) -> tuple:
-    out = []
-    for c, v in zip(columns, values, strict=True):
-        if v is not None and types[c] == "DATE":
-            v = datetime.date.fromisoformat(v)
-        elif v is not None and types[c].startswith("DECIMAL"):
-            v = decimal.Decimal(v)
-        out.append(v)
-    return tuple(out)
 
 
 def java_read(
@@ -454,14 +173,6 @@ def harness(ok: bool, what: str) -> None:
     hide it."""
     if not ok:
         pytest.fail(f"harness: {what}", pytrace=False)
-
-
-# Java Paimon reads a lookup table (changelog-producer = lookup, no deletion vectors) with its lookup
-# rule: a key from level 0 and the lowest non-zero level holding it (see test_aggregation_lookup_*).
-# streamhouse's native reader applies it to local Parquet files; for an aggregation table that would
-# go to paimon-rust (which merges every level: ORC/Avro files here) a bucket holding two non-zero
-# levels is refused by name. Java's plan says how many levels a bucket holds.
-LOOKUP_RULE = "is read by Java Paimon with its lookup rule"
 
 
 def refused_by_name(case: Case, nonzero_levels: int) -> bool:
@@ -650,148 +361,6 @@ def check_serving(con, w: Written, want: list[tuple], cols: list[str]) -> None:
     }
     assert got_mart == mart, f"seed {seed}: mart_daily"
     assert mart_rows == len(mart)
-
-
-# --------------------------------------------------------------------------------------------
-# The differences found, each as the smallest table that shows it
-# --------------------------------------------------------------------------------------------
-
-
-def lookup_table(java: JavaPaimon, warehouse: str, options: dict) -> dict:
-    """Creates a serving-shaped table of one bucket with the lookup changelog producer and
-    `options`; returns the request fields naming it."""
-    where = {"warehouse": warehouse, "table": "t"}
-    java.request(
-        "create",
-        **where,
-        fields=[list(f) for f in SERVING_FIELDS.items()],
-        primaryKeys=["order_id"],
-        partitionKeys=[],
-        options={"bucket": "1", "changelog-producer": "lookup", **options},
-    )
-    return where
-
-
-def agg_lookup_table(java: JavaPaimon, tmp: Path) -> tuple[str, list[tuple]]:
-    """A serving-shaped aggregation table with the lookup changelog producer, written by Java
-    Paimon's stream writer: orders 1-4 with revenue 10, then 5 more revenue for order 1. The second
-    commit's lookup compaction writes order 1's merged row (15) into level 4 beside the level-5 file
-    holding 10 (its upper-level value)."""
-    warehouse = str(tmp / "wh")
-    where = lookup_table(java, warehouse, {"merge-engine": "aggregation", "fields.revenue.aggregate-function": "sum"})
-    day = DAYS[0].isoformat()
-    java.request("write", **where, rows=[["+I", k, "acme", day, 10] for k in (1, 2, 3, 4)], writer="stream")
-    java.request("write", **where, rows=[["+I", 1, "acme", day, 5]], writer="stream")
-    want = [(1, "acme", DAYS[0], 15), (2, "acme", DAYS[0], 10), (3, "acme", DAYS[0], 10), (4, "acme", DAYS[0], 10)]
-    return f"{warehouse}/db.db/t", want
-
-
-def test_aggregation_lookup_table_as_java_paimon_writes_and_reads_it(java, tmp_path):
-    """The table of the test below, as Java Paimon has it: its read, and the layout (the latest
-    snapshot's one bucket holds two files, order 1 in both, at levels 5 and 4)."""
-    path, want = agg_lookup_table(java, tmp_path)
-    got = java.request("read", warehouse=str(tmp_path / "wh"), table="t")
-    assert canon(from_java(r[1:], got["fields"], SERVING_FIELDS) for r in got["rows"]) == want
-    assert (got["level0Files"], got["nonZeroLevels"]) == (0, 2)
-    kinds = [(d["commitKind"], d["deltaRecordCount"]) for _, d in sorted(snapshot_files(path).items())]
-    assert kinds == [("APPEND", 4), ("COMPACT", 0), ("APPEND", 1), ("COMPACT", 0)], kinds
-    plan = connect().execute("SELECT bucket, files, reader FROM paimon_read_plan($1)", [path]).fetchall()
-    assert plan == [(0, 2, "native merge")]
-
-
-def test_aggregation_lookup_reads_the_upper_level_once(java, tmp_path):
-    path, want = agg_lookup_table(java, tmp_path)
-    con = connect()
-    scan = canon(con.execute("SELECT * FROM paimon_scan($1)", [path]).fetchall())
-    named = canon(con.execute(f"SELECT * FROM 'paimon:{path}'").fetchall())
-    revenue = canon(con.execute("SELECT revenue FROM paimon_scan($1)", [path]).fetchall())
-    con.execute("SELECT * FROM serving_build($1)", [f"paimon:{path}"]).fetchall()
-    fact = canon(con.execute("SELECT * FROM fct_orders").fetchall())
-    mart = con.execute("SELECT company, order_day, revenue FROM mart_daily").fetchall()
-    # before the fix: order 1 had revenue 25 in all of them (10 + 15)
-    assert (scan, named, fact, mart) == (want, want, want, [("acme", DAYS[0], 45)])
-    assert revenue == canon((r[3],) for r in want)
-    # every snapshot, by time travel: the APPEND one holds order 1's +5 in level 0 over level 5
-    for snapshot, expect in [(1, 10), (3, 15), (4, 15)]:
-        got = con.execute("SELECT revenue FROM paimon_scan($1, snapshot := $2) WHERE order_id = 1", [path, snapshot])
-        assert got.fetchall() == [(expect,)], snapshot
-    # paimon-rust's reader merges every level: refused by name, with what to use instead
-    with pytest.raises(duckdb.Error) as refused:
-        con.execute("SELECT * FROM paimon_scan($1, reader := 'paimon-rust')", [path]).fetchall()
-    message = str(refused.value)
-    assert LOOKUP_RULE in message and "merge-engine aggregation with changelog-producer lookup" in message, message
-    assert "bucket 0 holds levels [4, 5]" in message and "reader := 'native'" in message, message
-
-
-def test_aggregation_lookup_table_refreshes_to_java_paimons_read(java, tmp_path):
-    """A layer built from the table, then two new commits (order 1 again, a new order 5; order 1
-    once more) applied by serving_refresh and by serving_follow: the layer equals Java Paimon's
-    read after them. (The first commit's compaction leaves one level; the second's writes order 1's
-    merged value into level 4 beside level 5 again.)"""
-    path, _ = agg_lookup_table(java, tmp_path)
-    where = {"warehouse": str(tmp_path / "wh"), "table": "t"}
-    source = f"paimon:{path}"
-    cons = {name: connect() for name in ("refresh", "follow")}
-    for con in cons.values():
-        con.execute("SELECT * FROM serving_build($1)", [source]).fetchall()
-    day = DAYS[0].isoformat()
-    java.request("write", **where, rows=[["+I", 1, "acme", day, 7], ["+I", 5, "zeta", day, 3]], writer="stream")
-    java.request("write", **where, rows=[["+I", 1, "acme", day, 1]], writer="stream")
-    got = java.request("read", **where)
-    want = canon(from_java(r[1:], got["fields"], SERVING_FIELDS) for r in got["rows"])
-    assert {r[0]: r[3] for r in want}[1] == 23  # 10 + 5 + 7 + 1, Java's own read
-    assert got["nonZeroLevels"] == 2
-    cons["refresh"].execute("SELECT * FROM serving_refresh($1)", [source]).fetchall()
-    follow = cons["follow"]
-    follow.execute("SELECT * FROM serving_follow($1, every := INTERVAL '50 ms')", [source]).fetchall()
-    latest = max(snapshot_files(path))
-    deadline = time.monotonic() + 30
-    while follow.execute("SELECT lake_snapshot FROM serving_status()").fetchone()[0] != latest:
-        assert time.monotonic() < deadline, "serving_follow did not apply the new snapshots"
-        time.sleep(0.05)
-    follow.execute("SELECT * FROM serving_unfollow()").fetchall()
-    for name, con in cons.items():
-        assert canon(con.execute("SELECT * FROM fct_orders").fetchall()) == want, name
-        mart = con.execute("SELECT company, order_day, revenue FROM mart_daily ORDER BY company").fetchall()
-        assert mart == [("acme", DAYS[0], 53), ("zeta", DAYS[0], 3)], name
-
-
-def pu_remove_lookup_table(java: JavaPaimon, tmp: Path, file_format: str) -> str:
-    """A partial-update table that removes a row on delete, with the lookup changelog producer:
-    order 1 is written, deleted, then written again without a company. Java Paimon's lookup
-    compaction merges the new row onto the delete (so without the old company) into level 4,
-    beside level 5's old row."""
-    warehouse = str(tmp / f"wh-{file_format}")
-    options = {"merge-engine": "partial-update", "partial-update.remove-record-on-delete": "true"}
-    where = lookup_table(java, warehouse, {**options, "file.format": file_format})
-    day = DAYS[0].isoformat()
-    # many orders in level 5: the later small files stay above it (no size-amplification full compaction)
-    java.request("write", **where, rows=[["+I", k, "acme", day, 10] for k in range(1, 301)], writer="stream")
-    java.request("write", **where, rows=[["-D", 1, "acme", day, 10]], writer="stream")
-    java.request("write", **where, rows=[["+I", 1, None, DAYS[1].isoformat(), 4]], writer="stream")
-    return f"{warehouse}/db.db/t"
-
-
-def test_partial_update_removing_on_delete_with_lookup_reads_like_java_paimon(java, tmp_path):
-    path = pu_remove_lookup_table(java, tmp_path, "parquet")
-    got = java.request("read", warehouse=str(tmp_path / "wh-parquet"), table="t")
-    want = canon(from_java(r[1:], got["fields"], SERVING_FIELDS) for r in got["rows"])
-    # Java Paimon's own read: order 1 as written after its delete (no company), level 5's old row unread
-    assert want == canon([(1, None, DAYS[1], 4)] + [(k, "acme", DAYS[0], 10) for k in range(2, 301)])
-    assert got["nonZeroLevels"] == 2
-    con = connect()
-    assert canon(con.execute("SELECT * FROM paimon_scan($1)", [path]).fetchall()) == want
-    assert canon(con.execute(f"SELECT * FROM 'paimon:{path}'").fetchall()) == want
-    for reader, why in [("paimon-rust", "reader := 'native'"), ("native", "(file format avro)")]:
-        target = path if reader == "paimon-rust" else pu_remove_lookup_table(java, tmp_path, "avro")
-        with pytest.raises(duckdb.Error) as refused:
-            con.execute("SELECT * FROM paimon_scan($1, reader := $2)", [target, reader]).fetchall()
-        message = str(refused.value)
-        assert LOOKUP_RULE in message and "merge-engine partial-update with changelog-producer lookup" in message
-        assert why in message, message
-        if reader == "native":  # the plan says so too
-            plan = con.execute("SELECT reader, reason FROM paimon_read_plan($1)", [target]).fetchall()
-            assert plan[0][0] == "refused" and LOOKUP_RULE in plan[0][1], plan
 
 
 def test_the_seeds_cover_every_engine_and_feature():

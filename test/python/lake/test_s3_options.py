@@ -1,12 +1,13 @@
-# ruff: noqa: F811 (test functions take the fixtures imported from test_s3 by name)
+# ruff: noqa: F811 (test functions take the fixtures imported from support.s3_lake by name)
 """Object storage, the documented forms test_s3.py does not drive (issue 39): storage options given
 to a build are remembered for later refreshes, the follower and serving_status of the same table;
 `FROM 'paimon:s3://...'`; the `s3a://` scheme; the region's own wording when none is set; a session
 token (`AWS_SESSION_TOKEN` or `s3.session.token`) sent with every request and never shown.
 
-Oracles as in test_s3.py (whose server fixture this module shares): pypaimon's own read of the
-S3 table and conftest's pure-Python dashboard oracle, never the extension; for the session token
-(moto does not check tokens) the request headers a stand-in endpoint on 127.0.0.1 received."""
+Oracles as in test_s3.py (whose server fixture, support/s3_lake.py's, this module shares):
+pypaimon's own read of the S3 table and conftest's pure-Python dashboard oracle, never the
+extension; for the session token (moto does not check tokens) the request headers a stand-in
+endpoint on 127.0.0.1 received."""
 
 from __future__ import annotations
 
@@ -16,14 +17,14 @@ import duckdb
 import pytest
 from conftest import connect, gen_rows, sql_literal
 from support.http_stub import HttpStub
-from test_s3 import (  # noqa: F401 (s3, accounts: the fixtures, used by name)
+from support.lake_util import canon
+from support.s3_lake import (  # noqa: F401 (s3, accounts: the fixtures, used by name)
     ORDER_COLS,
     WRONG_SECRET,
     accounts,
     assert_dashboards,
     assert_no_secret,
     build_s3,
-    canon,
     map_param,
     merged_orders,
     orders_table,
