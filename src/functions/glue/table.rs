@@ -207,7 +207,11 @@ impl<F: CompanyFunction> VTab for PerCompany<F> {
     fn bind(bind: &BindInfo) -> std::result::Result<Call, Box<dyn std::error::Error>> {
         super::guarded(|| {
             rows::declare(bind, &rows::DAY_REVENUE);
-            let mut call = rows::bind_call(bind, F::NAME, Some("company"))?;
+            // Only a function reading a Paimon fact table needs the caller's sandbox.
+            let mut call = match F::LAKE_FACT {
+                true => rows::bind_call(bind, F::NAME, Some("company"))?,
+                false => rows::bind_call_without_sandbox(bind, F::NAME, Some("company"))?,
+            };
             call.dashboard = dashboard_args::bind(bind, F::NAME)?;
             if F::LAKE_FACT {
                 call.named =
