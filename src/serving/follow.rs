@@ -27,8 +27,10 @@ use crate::serving::publish::{self, LastPublish};
 use crate::serving::served::{self, Mode};
 use crate::serving::{history, refresh, replica};
 
-/// The longest pause between retries after failed applies.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The longest pause between retries after failed applies (or `every`, when longer): short, so
+/// that a follower that failed through an outage is back within a second or two of its source
+/// answering again, and still cheap while the source stays broken (a look every 2 s).
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// The shortest interval accepted (anything faster only burns the writer connection).
 pub const MIN_EVERY: Duration = Duration::from_millis(10);
 
@@ -251,35 +253,38 @@ pub fn start(
                     Err(Error::Closed) => return,
                     Err(e) => Some(e),
                 };
-                p.last_checked_at = Some(now_micros());
-                match failed {
-                    None => {
-                        failures = 0;
-                        p.failing = false;
-                        p.last_ok_at = p.last_checked_at;
-                    }
-                    Some(e) => {
-                        failures = failures.saturating_add(1);
-                        p.failing = true;
-                        // Named by the function that runs it (shared code says "serving:").
-                        let text = e.to_string();
-                        p.last_error = Some(match text.strip_prefix("serving: ") {
-                            Some(rest) => format!("serving_follow: {rest}"),
-                            None => text,
-                        });
-                        p.last_error_at = Some(now_micros());
-                    }
-                }
-                // Retries back off exponentially (capped), so a broken upstream costs little.
-                pause = if failures == 0 {
-                    every
-                } else {
-                    (every * 2u32.saturating_pow(failures.min(16))).min(MAX_BACKOFF.max(every))
-                };
+                pause = settle(&mut p, failed, &mut failures, every);
             }
         })
         .map_err(|e| Error::internal("serving_follow", format!("cannot start the follower thread: {e}")))?;
     Ok(Follower { source, every, publish: target, stop, progress, thread: Some(thread) })
+}
+
+/// Records how a tick ended in `p` and returns the pause before the next: `every` after a
+/// success; after failures an exponential back-off, capped at `MAX_BACKOFF` so that a follower
+/// that failed through an outage tries again soon after the source answers again.
+fn settle(p: &mut Progress, failed: Option<Error>, failures: &mut u32, every: Duration) -> Duration {
+    p.last_checked_at = Some(now_micros());
+    match failed {
+        None => {
+            *failures = 0;
+            p.failing = false;
+            p.last_ok_at = p.last_checked_at;
+            every
+        }
+        Some(e) => {
+            *failures = failures.saturating_add(1);
+            p.failing = true;
+            // Named by the function that runs it (shared code says "serving:").
+            let text = e.to_string();
+            p.last_error = Some(match text.strip_prefix("serving: ") {
+                Some(rest) => format!("serving_follow: {rest}"),
+                None => text,
+            });
+            p.last_error_at = Some(now_micros());
+            (every * 2u32.saturating_pow((*failures).min(16))).min(MAX_BACKOFF.max(every))
+        }
+    }
 }
 
 /// How far the served state is behind its Paimon table.

@@ -61,19 +61,7 @@ pub fn lake_fact_mart(
     if !held.is_empty() {
         projection.push(columns.order_id.clone());
     }
-    if let Some(id) = at.snapshot {
-        if let Some(why) = lineage::judge(id, at.commit_millis, &table.observe(id)?) {
-            return Err(Error::Refused {
-                function,
-                problem: format!(
-                    "the replica's mart reflects snapshot {id} of its fact (as its publisher recorded), but in '{raw}' \
-                     {why}; either '{raw}' is not the table the mart was published from, or the replica can be \
-                     checked once its publisher has published the fact's current state (serving_status shows \
-                     fact_snapshot)"
-                ),
-            });
-        }
-    }
+    refuse_other_lineage(function, raw, &table, at)?;
     let scan = table.scan(at.snapshot, None, Some(projection))?;
     let snapshot = scan.snapshot;
     // DuckDB's `threads` as our connection sees it (global, so the caller's too).
@@ -129,6 +117,24 @@ pub fn lake_fact_mart(
         })
         .collect();
     Ok((Mart::from_groups(&groups), snapshot))
+}
+
+/// Refuses a fact table whose history does not hold the snapshot the replica's mart reflects, as
+/// its publisher recorded it (`at`): another table, or the fact rolled back or expired since.
+fn refuse_other_lineage(function: &'static str, raw: &str, table: &LakeTable, at: &FactMark) -> Result<()> {
+    let Some(id) = at.snapshot else { return Ok(()) };
+    match lineage::judge(id, at.commit_millis, &table.observe(id)?) {
+        None => Ok(()),
+        Some(why) => Err(Error::Refused {
+            function,
+            problem: format!(
+                "the replica's mart reflects snapshot {id} of its fact (as its publisher recorded), but in '{raw}' \
+                 {why}; either '{raw}' is not the table the mart was published from, or the replica can be \
+                 checked once its publisher has published the fact's current state (serving_status shows \
+                 fact_snapshot)"
+            ),
+        }),
+    }
 }
 
 fn described_name(batch: &duckdb::arrow::record_batch::RecordBatch, i: usize) -> String {

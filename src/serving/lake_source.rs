@@ -79,20 +79,8 @@ pub fn resolve(
     let read = read_columns(raw, &described, map)?;
     let key = read[0].clone();
     let held = if allow_deleted { built_lake_snapshot(conn, path, access)? } else { None };
-    // A held snapshot that is no longer the table's history: the latest state is read whole
-    // and the caller rebuilds from it.
-    let rebuild = match held {
-        Some((since, millis)) => match history::rewritten(table, Some(since), millis)? {
-            Some(why) => Some(why),
-            None => delta::overwritten_since(table, since)?,
-        },
-        None => None,
-    };
+    let rebuild = rebuild_reason(table, held)?;
     let since = held.map(|(since, _)| since).filter(|_| rebuild.is_none());
-    let arrow_failed = |e: duckdb::arrow::error::ArrowError| Error::Internal {
-        function: format!("serving: staging Paimon table '{path}'"),
-        problem: e.to_string(),
-    };
     let finish = |relation: String, snapshot: Option<i64>, read: Option<Parcel>, any_order: bool, staged: bool| {
         let lake_snapshot_millis = history::commit_millis(table, snapshot)?;
         let (relation, tolerant, mut columns) = match map {
@@ -130,18 +118,10 @@ pub fn resolve(
             // The keys changed between the snapshot the mart reflects and the latest one, so
             // that only data files that may hold them are read.
             let at = schema.index_of(&key).expect("the key column exists") + 1; // after rowkind
-            let mut changed: Vec<i64> = Vec::new();
-            if let Some(latest) = latest.filter(|&l| l > since) {
-                for item in table.changes(since + 1, latest) {
-                    let (_, batch) = item?;
-                    let keys =
-                        duckdb::arrow::compute::cast(batch.column(at), &DataType::Int64).map_err(arrow_failed)?;
-                    let keys = keys.as_any().downcast_ref::<Int64Array>().expect("cast to Int64");
-                    changed.extend(keys.iter().flatten());
-                }
-            }
-            changed.sort_unstable();
-            changed.dedup();
+            let changed = match latest.filter(|&l| l > since) {
+                Some(latest) => changed_keys(table, (since, latest), at)?,
+                None => Vec::new(),
+            };
             (table.scan(latest, Some((&key, &changed)), Some(read.clone()))?, changed)
         }
     };
@@ -164,6 +144,51 @@ pub fn resolve(
         let any_order = AnyOrder::allowed(conn);
         return finish(relation, snapshot, Some(parcel), any_order, false);
     }
+    stage_changed_orders(conn, path, &relation, changed, &read)?;
+    finish(LAKE_CHANGES.into(), snapshot, None, false, true)
+}
+
+/// Why the snapshot the layer holds (`held`: its id and commit time) is no longer the table's
+/// history, if it is not: then the latest state is read whole and the caller rebuilds from it.
+fn rebuild_reason(table: &LakeTable, held: Option<(i64, Option<i64>)>) -> Result<Option<String>> {
+    let Some((since, millis)) = held else { return Ok(None) };
+    match history::rewritten(table, Some(since), millis)? {
+        Some(why) => Ok(Some(why)),
+        None => delta::overwritten_since(table, since),
+    }
+}
+
+fn arrow_failed(path: &str) -> impl Fn(duckdb::arrow::error::ArrowError) -> Error + '_ {
+    move |e| Error::Internal { function: format!("serving: staging Paimon table '{path}'"), problem: e.to_string() }
+}
+
+/// The order keys (column `at` of the changelog) changed in snapshots `since+1..=latest`,
+/// sorted, each once.
+fn changed_keys(table: &LakeTable, (since, latest): (i64, i64), at: usize) -> Result<Vec<i64>> {
+    let mut changed: Vec<i64> = Vec::new();
+    for item in table.changes(since + 1, latest) {
+        let (_, batch) = item?;
+        let keys =
+            duckdb::arrow::compute::cast(batch.column(at), &DataType::Int64).map_err(arrow_failed(table.path()))?;
+        let keys = keys.as_any().downcast_ref::<Int64Array>().expect("cast to Int64");
+        changed.extend(keys.iter().flatten());
+    }
+    changed.sort_unstable();
+    changed.dedup();
+    Ok(changed)
+}
+
+/// Stages the latest rows of the `changed` orders (read from `relation`, the latest snapshot
+/// pruned to them) into `LAKE_CHANGES` as a change set: each changed order's row, or, where the
+/// latest snapshot no longer has it, its key marked deleted. `read` are the columns read, the
+/// key first.
+fn stage_changed_orders(
+    conn: &Connection,
+    path: &str,
+    relation: &str,
+    changed: Vec<i64>,
+    read: &[String],
+) -> Result<()> {
     let failed = |e: duckdb::Error| Error::duckdb(format!("serving: staging Paimon table '{path}'"), &e);
     {
         let _any_order = AnyOrder::set(conn);
@@ -175,12 +200,13 @@ pub fn resolve(
     let keys: duckdb::arrow::array::ArrayRef = Arc::new(Int64Array::from(changed));
     appender
         .append_record_batch(
-            duckdb::arrow::record_batch::RecordBatch::try_from_iter([("order_id", keys)]).map_err(arrow_failed)?,
+            duckdb::arrow::record_batch::RecordBatch::try_from_iter([("order_id", keys)])
+                .map_err(arrow_failed(path))?,
         )
         .map_err(failed)?;
     appender.flush().map_err(failed)?;
     drop(appender);
-    let id = quote::ident(&key);
+    let id = quote::ident(&read[0]);
     let others: Vec<String> = read[1..].iter().map(|c| quote::ident(c)).collect();
     let (kept, nulls) = if others.is_empty() {
         (String::new(), String::new())
@@ -196,7 +222,7 @@ pub fn resolve(
              WHERE k.order_id NOT IN (SELECT {id} FROM {LAKE_STAGE})"
     ))
     .map_err(failed)?;
-    finish(LAKE_CHANGES.into(), snapshot, None, false, true)
+    Ok(())
 }
 
 /// The merged state of the Paimon table at `path` as of `snapshot`, decoding only `read` (the

@@ -39,19 +39,55 @@ pub fn wrap(conn: &Connection, raw: &str, relation: &str, map: &ColumnMap) -> Re
             s.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
                 .collect::<std::result::Result<Vec<_>, _>>()
         })
-        .map_err(|e| Error::BadArgument {
-            function: "serving_build",
-            parameter: "columns",
-            value: map.encode().map(|m| shown(&m)).unwrap_or_default(),
-            problem: format!(
-                "an expression is not valid over the source's columns ({}); the source has {}",
-                clean_duckdb_message(&e),
-                own.join(", ")
-            ),
-        })?;
+        .map_err(|e| invalid_map(map, &own, &clean_duckdb_message(&e)))?;
     let columns = schema::match_columns(raw, &described).map_err(|e| hint_mapping(e, map))?;
     let tolerant = format!("(SELECT {} FROM {relation} AS __sh_source) AS __sh_mapped", map.tolerant_select_list(&own));
     Ok(Wrapped { relation: wrapped, tolerant, columns })
+}
+
+/// What a map DuckDB's binder refused over a source whose columns are `columns` gets: a serving
+/// column the map leaves out is the source's column of that name, so one the source lacks (and
+/// the binder names, in a riddle about the select list) is named as not mapped; anything else is
+/// the binder's words with the source's full column list.
+fn invalid_map(map: &ColumnMap, columns: &[String], message: &str) -> Error {
+    let unmapped = mapping::SERVING.iter().enumerate().find(|(i, serving)| {
+        map.exprs[*i].is_none()
+            && !columns.iter().any(|c| c.eq_ignore_ascii_case(serving))
+            && message.contains(&format!("\"{serving}\""))
+    });
+    let problem = match unmapped {
+        Some((_, serving)) => format!(
+            "{serving} is not mapped, and the source has no column {serving}: map it to a column or an expression \
+             of the source's ('{serving}': '...'); the source has {}",
+            columns.join(", ")
+        ),
+        None => format!(
+            "an expression is not valid over the source's columns ({message}); the source has {}",
+            columns.join(", ")
+        ),
+    };
+    Error::BadArgument {
+        function: "serving_build",
+        parameter: "columns",
+        value: map.encode().map(|m| shown(&m)).unwrap_or_default(),
+        problem,
+    }
+}
+
+/// Checks a map against a table's full column list (`columns`) before a read decodes only the
+/// columns the map uses (whose list would otherwise be all an error could show): each column an
+/// untyped NULL here, so only a missing name is reported; every other problem is left to the
+/// read's own check.
+pub fn refuse_unknown_names(conn: &Connection, map: &ColumnMap, columns: &[String]) -> Result<()> {
+    let nulls: Vec<String> = columns.iter().map(|c| format!("NULL AS {}", crate::core::quote::ident(c))).collect();
+    let probe =
+        format!("DESCRIBE SELECT {} FROM (SELECT {}) AS __sh_source", map.select_list(columns), nulls.join(", "));
+    match conn.prepare(&probe) {
+        Err(e) if clean_duckdb_message(&e).contains("not found") || clean_duckdb_message(&e).contains("defined") => {
+            Err(invalid_map(map, columns, &clean_duckdb_message(&e)))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A type error of a mapped column also shows the expression that produced it.

@@ -268,17 +268,26 @@ fn recorded(conn: &Connection) -> Result<Recorded> {
     .map_err(|e| not_built("serving_refresh", e))
 }
 
-fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, started: Instant) -> Result<Applied> {
-    let Recorded { generation, fct_rows, place, policy, quarantined } = recorded(conn)?;
-    // Under 'quarantine' the bad orders are sorted out first: their keys are taken out of the
-    // fact like any changed order's (their previous version leaves the mart), nothing comes in.
-    let (changes, held) = match policy {
-        OnBadRows::Fail => (read_changes(conn, src)?, Vec::new()),
+/// The change set's rows, and the orders held out of it with why. Under 'quarantine' the bad
+/// orders are sorted out first: their keys are taken out of the fact like any changed order's
+/// (their previous version leaves the mart), nothing comes in.
+fn changes_and_held(
+    conn: &Connection,
+    src: &ResolvedSource,
+    policy: OnBadRows,
+) -> Result<(Vec<RecordBatch>, Vec<(i64, String)>)> {
+    match policy {
+        OnBadRows::Fail => Ok((read_changes(conn, src)?, Vec::new())),
         OnBadRows::Quarantine => {
             let sorted = crate::serving::quarantine::read_sorted(conn, src, &src.columns.deleted_sql())?;
-            (sorted.changes, sorted.held)
+            Ok((sorted.changes, sorted.held))
         }
-    };
+    }
+}
+
+fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, started: Instant) -> Result<Applied> {
+    let Recorded { generation, fct_rows, place, policy, quarantined } = recorded(conn)?;
+    let (changes, held) = changes_and_held(conn, src, policy)?;
     let mut keys = validate(&src.raw, &changes)?;
     keys.extend(held.iter().map(|(id, _)| *id));
     // serving_quarantine is touched only when it holds something or will.

@@ -258,6 +258,9 @@ fn union_read(
     distrusted: Option<(i64, &str)>,
 ) -> Result<(ResolvedSource, Option<ResolvedSource>, UnionRead)> {
     let facts = table::facts(site)?;
+    if let Some(map) = map {
+        mapped::refuse_unknown_names(conn, map, &facts.columns)?;
+    }
     let read = read_columns(raw, &facts, map)?;
     check_table(site, &facts, &read[0])?;
     let (mut start, end, earliest) = table::union_plan(site, &facts)?;

@@ -13,7 +13,7 @@ use duckdb::arrow::array::{Array, BooleanArray, Int64Array, StringArray, UInt32A
 use duckdb::arrow::compute::{cast, filter_record_batch, take_record_batch};
 use duckdb::arrow::datatypes::{DataType, SchemaRef};
 use duckdb::arrow::record_batch::RecordBatch;
-use duckdb::arrow::row::{OwnedRow, RowConverter, SortField};
+use duckdb::arrow::row::{OwnedRow, RowConverter, Rows, SortField};
 
 use crate::core::error::{Error, Result};
 use crate::fluss::log::{Tail, KIND};
@@ -82,21 +82,7 @@ pub fn current_state(
         }
         let mut tail = Tail::read_from(site, &names, facts.buckets, &start.offsets, None)?;
         let log = tail.read_until(site, &end, LOG_READ_LIMIT)?;
-        // The last change of each key, in log order (a key lives in one bucket, read in offset order).
-        let mut last: HashMap<OwnedRow, (usize, usize, bool)> = HashMap::new();
-        for (bi, batch) in log.iter().enumerate() {
-            let rows = key_rows(batch)?;
-            let kinds = batch
-                .column(batch.schema().index_of(KIND).map_err(|e| site.err(e))?)
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .ok_or_else(|| Error::internal("fluss_scan", "the change kind is not text"))?
-                .clone();
-            for (ri, row) in rows.iter().enumerate() {
-                let gone = matches!(kinds.value(ri), "-D" | "-U");
-                last.insert(row.owned(), (bi, ri, gone));
-            }
-        }
+        let last = last_changes(site, &log, &key_rows)?;
         let mut out = Vec::new();
         for batch in lake_batches {
             let rows = key_rows(&batch)?;
@@ -128,6 +114,30 @@ pub fn current_state(
         }
         return Ok((schema, out));
     }
+}
+
+/// The last change of each key in `log`, in log order (a key lives in one bucket, read in offset
+/// order): where it is (batch, row) and whether it removes the key.
+fn last_changes(
+    site: &Site,
+    log: &[RecordBatch],
+    key_rows: &dyn Fn(&RecordBatch) -> Result<Rows>,
+) -> Result<HashMap<OwnedRow, (usize, usize, bool)>> {
+    let mut last = HashMap::new();
+    for (bi, batch) in log.iter().enumerate() {
+        let rows = key_rows(batch)?;
+        let kinds = batch
+            .column(batch.schema().index_of(KIND).map_err(|e| site.err(e))?)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| Error::internal("fluss_scan", "the change kind is not text"))?
+            .clone();
+        for (ri, row) in rows.iter().enumerate() {
+            let gone = matches!(kinds.value(ri), "-D" | "-U");
+            last.insert(row.owned(), (bi, ri, gone));
+        }
+    }
+    Ok(last)
 }
 
 /// The first of up to `check::SAMPLE` rows of the lake part (`lake`, evenly spread over

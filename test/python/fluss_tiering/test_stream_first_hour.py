@@ -3,6 +3,8 @@ its fix.
 
 - item 1: `serving_status().refreshes` counts a Fluss follower's apply once (it counted each tick
   twice: the apply's refresh and the tick's own bookkeeping each added one).
+- item 2: a typo in a `columns :=` expression over a Fluss table names the table's full column list
+  (the hint listed only the columns the map reads, leaving out the misspelt one).
 - item 3: `lag_ms` is never NULL on a built layer that is behind: a built, unfollowed Fluss layer
   whose log moved on reports at least the time since it read the log (it showed NULL).
 - (issue 49, item 5) a follower of a layer built without `lake :=` (the warehouse read from the
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import time
 
+import duckdb
 import fluss
 import pytest
 from conftest import connect
@@ -112,3 +115,20 @@ def test_lag_ms_of_a_built_fluss_layer_behind_its_log_is_never_null(fluss_cluste
     # The oldest change not served has waited at most since the build read the log; lag_ms says that
     # bound, never NULL, never less than the time since the build.
     assert s["lag_ms"] is not None and s["lag_ms"] >= int(waited_ms) - 1, (s, waited_ms)
+
+
+def test_a_typo_in_a_map_of_a_fluss_table_names_the_tables_full_column_list(fluss_cluster):
+    """Item 2: the hint lists every column of the table, not only those the map reads (the misspelt
+    one is not among those)."""
+    bootstrap = fluss_cluster["bootstrap"]
+    name = "orders_typo"
+    create(bootstrap, name)
+    write(bootstrap, name, order_stream(55, 50))
+    source = f"fluss://{bootstrap}/{DATABASE}.{name}"
+    con = connect()
+    typo = "MAP {'order_id': 'order_id', 'company': 'upper(compnay)'}"
+    with pytest.raises(duckdb.Error, match=r"parameter 'columns'") as e:
+        con.execute(f"SELECT * FROM serving_build(?, columns := {typo})", [source])
+    message = str(e.value)
+    assert "compnay" in message and "order_id, company, order_day, revenue" in message, message
+    assert con.execute("SELECT state FROM serving_status()").fetchone() == ("not built",)

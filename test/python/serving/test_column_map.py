@@ -223,3 +223,13 @@ def test_a_failed_refresh_names_its_cause_not_the_deleted_orders_empty_columns()
     message = str(failed.value)
     assert "is NULL" not in message and "n/a" in message and "onver" in message, message
     assert con.execute("SELECT * FROM fct_orders ORDER BY ALL").fetchall() == before
+
+
+def test_a_serving_column_left_out_of_the_map_is_named():
+    """Issue 52, item 2: a serving column the map leaves out and the source does not have is named
+    ("revenue is not mapped"), not a binder riddle about the select list."""
+    con = connect()
+    con.execute("CREATE TABLE src (id BIGINT, customer VARCHAR, order_day DATE, amount BIGINT)")
+    with pytest.raises(duckdb.Error, match=r"revenue is not mapped, and the source has no column revenue") as e:
+        con.execute("SELECT * FROM serving_build('src', columns := MAP {'order_id': 'id', 'company': 'customer'})")
+    assert "id, customer, order_day, amount" in str(e.value)

@@ -43,6 +43,26 @@ FORMS = [
 ]
 
 
+# Expressions the gate must refuse, and the call a refusal must name (issue 51).
+GATE_HOSTILE = [
+    ("\"CURRENT_SETTING\"('threads')", "current_setting"),
+    ('"RANDOM"()', "random"),
+    ('"UuId"()', "uuid"),
+    ("now()", "now"),
+    ("current_date", "current_date"),
+    ('main."Random"()', "random"),
+    ('"system".main."GETENV"(\'HOME\')', "getenv"),
+    ('upper(CAST("Gen_Random_Uuid"() AS VARCHAR))', "gen_random_uuid"),
+    ("ago(INTERVAL 1 DAY)", "ago"),
+    ("sum(1)", "sum"),
+    ("(SELECT 1)", "select"),
+    ("nosuch_fn(1)", "nosuch_fn"),
+    ('coalesce(NULL, "SetSeed"(0.5))', "setseed"),
+    ('abs(-1) + "Random"()', "random"),
+    ('"Current_LocalTimestamp"()', "current_localtimestamp"),
+]
+
+
 @dataclass
 class Case:
     id: int
@@ -333,6 +353,18 @@ class Generator:
         for v in STRINGS_STATIC[:12] + CAST_VALUES[:4]:
             out.append(self.table_call("serving_build", S("fz_base"), "param", ("on_bad_rows", v)))
             out.append(self.table_call("serving_refresh", S("fz_changes"), "param", ("on_bad_rows", v)))
+        # The expression gate (issue 51): hostile columns := and deleted := expressions (quoted,
+        # cased, qualified, nested, through a built-in macro) must be refused naming the call (a
+        # fixed slice, so the seeded random cases stay where they were).
+        for expr, name in GATE_HOSTILE:
+            typed = "CAST((" + expr + ") AS VARCHAR)"
+            columns = ", columns := MAP {'company': '" + typed.replace("'", "''") + "'}"
+            case = self.table_call("serving_build", S("fz_base"), "param", extra=columns)
+            case.check = {"refused": name}
+            out.append(case)
+            case = self.table_call("serving_refresh", S("fz_changes"), "param", ("deleted", S(f"({expr}) IS NULL")))
+            case.check = {"refused": name}
+            out.append(case)
         lake_args = (
             [v for v in self.lake_values if not v.label.startswith("<c")] + CAST_VALUES + rng.sample(STRINGS_STATIC, 30)
         )

@@ -525,6 +525,8 @@ class Worker:
     def run_case(self, case) -> dict:
         kind = case.get("kind", "sql")
         res = {"id": case["id"]}
+        check = case.get("check") or {}
+        refused = decode(check["refused"]) if check.get("refused") is not None else None
         try:
             if kind in ("lake_refresh", "lake_follow"):
                 return self.lake_case(case, res)
@@ -532,7 +534,8 @@ class Worker:
             res["outcome"] = "ok"
             res["nrows"] = len(rows)
             res["sample"] = _short(rows[:3])
-            check = case.get("check")
+            if refused is not None:
+                res["wrong"] = f"an expression calling {refused} was accepted; the gate must refuse it"
             if check and check.get("oracle") is not None:
                 company = decode(check["oracle"])
                 want = self.oracle.get(company, [])
@@ -542,6 +545,8 @@ class Worker:
                     )
         except self.duckdb.Error as e:
             res.update(outcome="error", etype=type(e).__name__, msg=str(e))
+            if refused is not None and refused not in str(e).lower():
+                res["wrong"] = f"the refusal of an expression calling {refused} does not name it: {str(e)[:300]}"
         except Exception as e:  # not a DuckDB error: a Python-level failure (decoding a result...)
             res.update(outcome="pyerror", etype=type(e).__name__, msg=str(e)[:4000], tb=traceback.format_exc()[-4000:])
         self.after(case, res)
