@@ -31,6 +31,7 @@ use crate::serving::handoff::{Contents, Parcel, Part};
 use crate::serving::layer;
 use crate::serving::mart_table::{cached_mart, read_mart, remember_mart, Warm};
 use crate::serving::meta::{elapsed_ms, new_generation, not_built, now_micros, refuse_read_only};
+use crate::serving::quarantine::Sorted;
 use crate::serving::read::{batches, batches_with, column};
 use crate::serving::served::refuse_in_mart_mode;
 use crate::serving::source::{AnyOrder, Given, ResolvedSource};
@@ -271,23 +272,16 @@ fn recorded(conn: &Connection) -> Result<Recorded> {
 /// The change set's rows, and the orders held out of it with why. Under 'quarantine' the bad
 /// orders are sorted out first: their keys are taken out of the fact like any changed order's
 /// (their previous version leaves the mart), nothing comes in.
-fn changes_and_held(
-    conn: &Connection,
-    src: &ResolvedSource,
-    policy: OnBadRows,
-) -> Result<(Vec<RecordBatch>, Vec<(i64, String)>)> {
+fn changes_and_held(conn: &Connection, src: &ResolvedSource, policy: OnBadRows) -> Result<Sorted> {
     match policy {
-        OnBadRows::Fail => Ok((read_changes(conn, src)?, Vec::new())),
-        OnBadRows::Quarantine => {
-            let sorted = crate::serving::quarantine::read_sorted(conn, src, &src.columns.deleted_sql())?;
-            Ok((sorted.changes, sorted.held))
-        }
+        OnBadRows::Fail => Ok(Sorted { changes: read_changes(conn, src)?, held: Vec::new() }),
+        OnBadRows::Quarantine => crate::serving::quarantine::read_sorted(conn, src, &src.columns.deleted_sql()),
     }
 }
 
 fn apply(conn: &Connection, src: &ResolvedSource, lake_snapshot: Option<i64>, started: Instant) -> Result<Applied> {
     let Recorded { generation, fct_rows, place, policy, quarantined } = recorded(conn)?;
-    let (changes, held) = changes_and_held(conn, src, policy)?;
+    let Sorted { changes, held } = changes_and_held(conn, src, policy)?;
     let mut keys = validate(&src.raw, &changes)?;
     keys.extend(held.iter().map(|(id, _)| *id));
     // serving_quarantine is touched only when it holds something or will.
