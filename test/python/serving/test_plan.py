@@ -115,3 +115,27 @@ def test_explain_of_build_leaves_existing_build_untouched(con, tmp_path):
     per_company, _ = oracle(rows_a)
     for c in companies_a:
         assert dashboard(con, c) == per_company.get(c, [])
+
+
+def test_explain_under_a_decoy_mart_daily_plans_the_layers_own(con, tmp_path):
+    """Issue 51: a same-named mart_daily earlier on the search path never answers, and serving_explain
+    shows the plan of the layer's own mart: DuckDB 2.0 names the scanned table with its schema, so the
+    decoy's schema must not appear, the layer's must; the decoy holds the same company with another
+    revenue, so the dashboard tells the two apart too."""
+    rows, _ = gen_rows(43, 2_000, 6, 20)
+    load_table(con, "src", rows, tmp_path)
+    build(con, "src")
+    want, _ = oracle(rows)
+    company = rows[0][1]
+    con.execute("CREATE SCHEMA decoy")
+    con.execute(
+        "CREATE TABLE decoy.mart_daily AS SELECT ? AS company, DATE '2024-01-01' AS order_day, "
+        "CAST(-1 AS HUGEINT) AS revenue",
+        [company],
+    )
+    con.execute("SET search_path = 'decoy,main'")
+    flat = normalized(plan_text(con, company))
+    assert re.search(r"(Seq Scan|SEQ_SCAN)\s+Table:\s*memory\.main\.mart_daily", flat), flat
+    assert "decoy" not in flat, flat
+    assert re.search(r"company\s*=\s*" + re.escape(sql_literal(company)), flat), flat
+    assert dashboard(con, company) == want[company]
