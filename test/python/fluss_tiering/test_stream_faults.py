@@ -290,14 +290,25 @@ def test_credentials_in_options_are_never_printed(fluss_cluster):
         f"'s3.session.token': 'tok{SECRET}', 's3.endpoint': 'http://127.0.0.1:1', 's3.region': 'us-east-1'}}"
     )
     con = connect()
+    # Each call and the error it must meet (so a call failing for another reason cannot pass unseen).
     failing = [
-        "SELECT * FROM serving_build('fluss://127.0.0.1:1/shop.faults_secret', {options})",
-        f"SELECT * FROM serving_build('fluss://{bootstrap}/shop.no_such_table', {{options}})",
-        f"SELECT * FROM serving_build('fluss://{bootstrap}/shop.faults_secret', lake := 's3://bucket/wh', {{options}})",
-        "SELECT * FROM serving_follow('fluss://127.0.0.1:1/shop.faults_secret', {options})",
+        (
+            "SELECT * FROM serving_build('fluss://127.0.0.1:1/shop.faults_secret', {options})",
+            r"cannot reach the Fluss cluster at 127\.0\.0\.1:1",
+        ),
+        (f"SELECT * FROM serving_build('fluss://{bootstrap}/shop.no_such_table', {{options}})", r"no such table"),
+        (
+            f"SELECT * FROM serving_build('fluss://{bootstrap}/shop.faults_secret', "
+            "lake := 's3://bucket/wh', {options})",
+            r"s3://bucket/wh/shop\.db/faults_secret': cannot reach the object-storage endpoint",
+        ),
+        (
+            "SELECT * FROM serving_follow('fluss://127.0.0.1:1/shop.faults_secret', {options})",
+            r"serving_follow: the serving tables do not exist yet",
+        ),
     ]
-    for call in failing:
-        with pytest.raises(duckdb.Error) as failed:
+    for call, reason in failing:
+        with pytest.raises(duckdb.Error, match=reason) as failed:
             con.execute(call.format(options=options))
         assert SECRET not in str(failed.value), f"{call}: {failed.value}"
     # Built from the local warehouse, then followed with the options: nothing shows them either.
