@@ -10,14 +10,18 @@ a Paimon table (support/live_util.py), and pypaimon's own batch read of the tabl
   rebuilds serialize with the follower's applies; refusals of serving_follow.
 - serving_status must not wait for a build while serving_follow replaces a follower (fails
   at the time of writing: docs/repro/repro_status_waits_for_follow_replace.py).
+- `data_as_of` is the served snapshot's commit time as Paimon's snapshot file records it;
+  `last_checked_at` moves with every look of the follower.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import random
 import threading
 import time
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -509,3 +513,38 @@ def test_status_does_not_wait_while_a_follower_is_being_replaced(tmp_path):
     )
     con.execute("SELECT * FROM serving_unfollow()").fetchall()
     con.close()
+
+
+def snapshot_commit_time(table_dir: str, snapshot: int) -> datetime.datetime:
+    """The commit time Paimon wrote in the snapshot file itself (`timeMillis`), read as plain JSON."""
+    millis = json.loads((Path(table_dir) / "snapshot" / f"snapshot-{snapshot}").read_text())["timeMillis"]
+    return datetime.datetime.fromtimestamp(millis / 1000, tz=datetime.UTC)
+
+
+@pytest.mark.timeout(90)
+def test_data_as_of_is_the_served_snapshots_commit_time_and_last_checked_at_moves(tmp_path):
+    """Issue 51: `data_as_of` equals the commit time of the snapshot served, as Paimon's own snapshot
+    file records it, after the build and after each apply; `last_checked_at` moves with every look of
+    the follower, also while nothing new arrives."""
+    rng = random.Random(51)
+    wh = Warehouse(tmp_path / "wh")
+    t = create_orders(wh, "orders", "deduplicate")
+    commits = random_lake_commits(rng, "deduplicate", 4)
+    t.commit(commits[0])
+    con = connect()
+    con.execute("SELECT * FROM serving_build(?)", [lake_source(wh, "orders")])
+    s = status_dict(con)
+    assert s["lake_snapshot"] == 1 and s["data_as_of"] == snapshot_commit_time(wh.path("orders"), 1), s
+    con.execute("SELECT * FROM serving_follow(?, every := INTERVAL '50 ms')", [lake_source(wh, "orders")])
+    try:
+        for k, rows in enumerate(commits[1:], start=2):
+            t.commit(rows)
+            s = wait_for(lambda k=k: (s := status_dict(con))["lake_snapshot"] == k and s, 30, f"snapshot {k}")
+            assert s["data_as_of"] == snapshot_commit_time(wh.path("orders"), k), s
+        first = wait_for(lambda: status_dict(con)["last_checked_at"], 10, "a look of the follower")
+        later = wait_for(
+            lambda: (at := status_dict(con)["last_checked_at"]) > first and at, 10, "last_checked_at to move"
+        )
+        assert later > first and status_dict(con)["lake_snapshot"] == len(commits)
+    finally:
+        con.execute("SELECT * FROM serving_unfollow()")
