@@ -172,3 +172,89 @@ def test_local_change_set_on_a_lake_layer_is_refused(tmp_path):
         con.execute("SELECT * FROM serving_refresh('changes')")
     assert "serving_refresh" in str(e.value)
     assert_serves(con, merged_after(ENGINE, commits), "after the refusal")
+
+
+def expire(table_dir: str, ids, earliest: int) -> None:
+    """Paimon's expiry as `expire_snapshots` leaves a table: the snapshot files gone, EARLIEST moved."""
+    snap = os.path.join(table_dir, "snapshot")
+    for i in ids:
+        os.remove(os.path.join(snap, f"snapshot-{i}"))
+    with open(os.path.join(snap, "EARLIEST"), "w") as f:
+        f.write(str(earliest))
+
+
+def healed_at(con, snapshot: int):
+    def look():
+        s = status_dict(con)
+        return s if s["lake_snapshot"] == snapshot and s["rebuilt_because"] and s["state"] == "following" else None
+
+    return look
+
+
+@pytest.mark.timeout(90)
+def test_follower_heals_a_table_recreated_at_the_same_path(tmp_path):
+    """Issue 51: recreate, tested on serving_refresh only, now under a follower too."""
+    wh = Warehouse(tmp_path / "wh")
+    t = create_orders(wh, "orders", ENGINE)
+    write(t, random_lake_commits(random.Random(71), ENGINE, 2, first=100))
+    con = connect()
+    src = lake_source(wh, "orders")
+    con.execute("SELECT * FROM serving_build(?)", [src])
+    con.execute("SELECT * FROM serving_follow(?, every := INTERVAL '50 ms')", [src])
+    shutil.rmtree(wh.path("orders"))
+    wh = Warehouse(tmp_path / "wh")
+    t = create_orders(wh, "orders", ENGINE)
+    new = fresh_ids(random_lake_commits(random.Random(72), ENGINE, 1, first=50), 900_000)
+    write(t, new)
+    s = wait_for(healed_at(con, 2), 30, "the follower to rebuild from the recreated table")
+    assert "snapshot 3" in s["rebuilt_because"] and s["history"] is None, s
+    assert_serves(con, merged_after(ENGINE, new), "followed after the recreate")
+    con.execute("SELECT * FROM serving_unfollow()")
+
+
+@pytest.mark.timeout(90)
+def test_follower_heals_expired_snapshots(tmp_path):
+    """Issue 51: expiry, tested on serving_refresh only, now under a follower: the snapshot the layer
+    holds expired before the follower's first look."""
+    wh = Warehouse(tmp_path / "wh")
+    t = create_orders(wh, "orders", ENGINE)
+    commits = random_lake_commits(random.Random(73), ENGINE, 4, first=100)
+    write(t, commits[:2])
+    con = connect()
+    src = lake_source(wh, "orders")
+    con.execute("SELECT * FROM serving_build(?)", [src])
+    write(t, commits[2:])
+    expire(wh.path("orders"), (1, 2, 3), 4)
+    con.execute("SELECT * FROM serving_follow(?, every := INTERVAL '50 ms')", [src])
+    s = wait_for(healed_at(con, 5), 30, "the follower to rebuild past the expired snapshots")
+    assert "expired" in s["rebuilt_because"], s
+    assert_serves(con, merged_after(ENGINE, commits), "followed after the expiry")
+    con.execute("SELECT * FROM serving_unfollow()")
+
+
+@pytest.mark.timeout(90)
+def test_replica_follower_heals_expired_mart_snapshots(tmp_path):
+    """Issue 51: expiry on a replica: the mart snapshot the replica holds expired before its follower's
+    first look; it serves what pypaimon reads from the mart table now."""
+    wh = Warehouse(tmp_path / "wh")
+    fact = create_orders(wh, "orders", ENGINE)
+    commits = random_lake_commits(random.Random(74), ENGINE, 3, first=100)
+    writer = connect()
+    mart_src = "paimon:" + wh.path("mart")
+    fact.commit(commits[0])
+    writer.execute("SELECT * FROM serving_build(?)", [lake_source(wh, "orders")])
+    writer.execute("SELECT * FROM serving_publish(?)", [mart_src])
+    replica = connect()
+    replica.execute("SELECT * FROM serving_build(?)", [mart_src])
+    for rows in commits[1:]:
+        fact.commit(rows)
+        writer.execute("SELECT * FROM serving_refresh(?)", [lake_source(wh, "orders")])
+        writer.execute("SELECT * FROM serving_publish(?)", [mart_src])
+    expire(wh.path("mart"), (1, 2, 3), 4)
+    want = read_mart(wh.catalog, "mart")
+    replica.execute("SELECT * FROM serving_follow(?, every := INTERVAL '50 ms')", [mart_src])
+    s = wait_for(healed_at(replica, 4), 30, "the replica to rebuild past the expired mart snapshots")
+    assert "expired" in s["rebuilt_because"], s
+    got = replica.execute("SELECT company, order_day, revenue FROM mart_daily ORDER BY ALL").fetchall()
+    assert got == sorted((c, d, v) for (c, d), (v, _) in want.items())
+    replica.execute("SELECT * FROM serving_unfollow()")
