@@ -8,6 +8,9 @@ too), listed in serving_status (count and first ids) and in serving_quarantine (
 a good version (or a delete) of a held order brings it back and clears it. Rows without a usable
 order_id are refused under either policy (they name no order that could be held out).
 
+Also (issue 51): duplicate keys in a build source, the policy after a reopen, and a mart-only
+replica's refusal of quarantine.
+
 Oracle: plain Python over the rows written — the upstream state per order, its bad orders excluded
 (`Upstream.expected`); pypaimon's own read for the lake follower."""
 
@@ -510,3 +513,63 @@ def test_a_rebuild_after_a_rollback_keeps_the_policy_and_holds_what_is_bad_then(
         assert status_dict(con)["on_bad_rows"] == "quarantine"
     finally:
         con.close()
+
+
+def test_duplicate_keys_in_a_build_source_are_refused_or_held(con):
+    """Issue 51: an order twice in a build source fails the build naming it, or, under quarantine, is
+    held out (both rows) while every other order is served."""
+    rows = base(60, seed=21)
+    dup = [*rows, (5, "globex", day(2), 99)]
+    make(con, "src", dup)
+    con.execute("ALTER TABLE src DROP COLUMN deleted")
+    refused(con, "SELECT * FROM serving_build('src')", ["duplicate order_id 5 (2 rows)", HINT])
+    got = build(con, dup, "quarantine")
+    assert (got["fct_rows"], got["quarantined"]) == (59, 1), got
+    up = Upstream([r for r in rows if r[0] != 5])
+    up.duplicated = {5}
+    up.state[5] = rows[4]
+    assert_serves(con, up, "a build source with an order twice")
+
+
+def test_the_policy_survives_a_reopen(tmp_path):
+    """Issue 51: the recorded policy is the layer's after the database is closed and opened again."""
+    path = str(tmp_path / "q.duckdb")
+    con = connect(path)
+    rows = base(40, seed=22)
+    build(con, rows, "quarantine")
+    con.close()
+    con = connect(path)
+    assert status_dict(con)["on_bad_rows"] == "quarantine"
+    make(con, "changes", [(3, None, day(1), 1), (4, "acme", day(2), 5)])
+    got = refresh(con)
+    assert got["quarantined"] == 1, got
+    up = Upstream(rows)
+    up.apply([(3, None, day(1), 1, False), (4, "acme", day(2), 5, False)])
+    assert_serves(con, up, "quarantine after a reopen")
+
+
+def test_a_mart_only_replica_refuses_quarantine(tmp_path):
+    """Issue 51: a replica has no orders to hold out: a build of a mart table and a replica's follower
+    refuse on_bad_rows := 'quarantine', saying why; the replica is left as it was."""
+    wh = Warehouse(tmp_path / "wh")
+    fact = wh.create("fct", ORDERS, ["order_id"], {"bucket": "1"})
+    fact.commit([{"order_id": 1, "company": "acme", "order_day": D0, "revenue": 5}])
+    writer = connect()
+    writer.execute("SELECT * FROM serving_build(?)", ["paimon:" + wh.path("fct")])
+    mart = "paimon:" + wh.path("mart")
+    writer.execute("SELECT * FROM serving_publish(?)", [mart])
+    replica = connect()
+    refused(
+        replica,
+        f"SELECT * FROM serving_build({sql_literal(mart)}, on_bad_rows := 'quarantine')",
+        ["is a mart table", "a mart-only replica has no orders to hold out"],
+    )
+    replica.execute("SELECT * FROM serving_build(?)", [mart])
+    before = replica.execute("SELECT * FROM mart_daily ORDER BY ALL").fetchall()
+    refused(
+        replica,
+        f"SELECT * FROM serving_follow({sql_literal(mart)}, on_bad_rows := 'quarantine')",
+        ["serving_follow", "this layer is a mart-only replica"],
+    )
+    assert replica.execute("SELECT * FROM mart_daily ORDER BY ALL").fetchall() == before == [("acme", D0, 5)]
+    assert status_dict(replica)["following"] is None
