@@ -573,3 +573,22 @@ def test_a_mart_only_replica_refuses_quarantine(tmp_path):
     )
     assert replica.execute("SELECT * FROM mart_daily ORDER BY ALL").fetchall() == before == [("acme", D0, 5)]
     assert status_dict(replica)["following"] is None
+
+
+def test_a_failing_order_id_expression_is_refused_under_either_policy(con):
+    """Issue 51: a row whose order_id := expression fails names no order that could be held out: the
+    build is refused under 'fail' (DuckDB's conversion error, naming the value) and under 'quarantine'
+    (naming the expression and the value it was given), and nothing is built."""
+    con.execute(
+        "CREATE TABLE codes AS SELECT * FROM (VALUES ('1', 'acme', DATE '2024-01-01', 5), "
+        "('x2', 'acme', DATE '2024-01-02', 6), ('3', 'globex', DATE '2024-01-01', 7)) "
+        "t(code, company, order_day, revenue)"
+    )
+    key = "columns := MAP {'order_id': 'CAST(code AS BIGINT)'}"
+    refused(con, f"SELECT * FROM serving_build('codes', {key})", ["Could not convert string 'x2'"])
+    refused(
+        con,
+        f"SELECT * FROM serving_build('codes', on_bad_rows := 'quarantine', {key})",
+        ["1 row(s) have no usable order_id", "order_id := CAST(code AS BIGINT) is NULL or fails for code = 'x2'"],
+    )
+    assert con.execute("SELECT state FROM serving_status()").fetchone() == ("not built",)
