@@ -39,6 +39,27 @@ def fresh_ids(commits: list, offset: int) -> list:
     return [[{**r, "order_id": r["order_id"] + offset} for r in rows] for rows in commits]
 
 
+def publisher_and_replica(wh, fact, first: list):
+    """A layer built from the fact after its first commit, its mart published to `<wh>/db.db/mart`,
+    and a replica built from that mart table: (writer, replica, the mart table's source)."""
+    writer = connect()
+    mart_src = "paimon:" + wh.path("mart")
+    fact.commit(first)
+    writer.execute("SELECT * FROM serving_build(?)", [lake_source(wh, "orders")])
+    writer.execute("SELECT * FROM serving_publish(?)", [mart_src])
+    replica = connect()
+    replica.execute("SELECT * FROM serving_build(?)", [mart_src])
+    return writer, replica, mart_src
+
+
+def publish_each(wh, fact, writer, commits: list, mart_src: str) -> None:
+    """Each commit written to the fact, refreshed into the writer's layer and published."""
+    for rows in commits:
+        fact.commit(rows)
+        writer.execute("SELECT * FROM serving_refresh(?)", [lake_source(wh, "orders")])
+        writer.execute("SELECT * FROM serving_publish(?)", [mart_src])
+
+
 @pytest.mark.timeout(90)
 def test_follower_heals_a_rollback_that_reuses_snapshot_ids(tmp_path):
     rng = random.Random(37)
@@ -128,18 +149,9 @@ def test_replica_follower_heals_a_rolled_back_mart_table(tmp_path):
     wh = Warehouse(tmp_path / "wh")
     fact = create_orders(wh, "orders", ENGINE)
     commits = random_lake_commits(rng, ENGINE, 2, first=100)
-    writer = connect()
-    mart_src = "paimon:" + wh.path("mart")
-    fact.commit(commits[0])
-    writer.execute("SELECT * FROM serving_build(?)", [lake_source(wh, "orders")])
-    writer.execute("SELECT * FROM serving_publish(?)", [mart_src])
-    replica = connect()
-    replica.execute("SELECT * FROM serving_build(?)", [mart_src])
+    writer, replica, mart_src = publisher_and_replica(wh, fact, commits[0])
     replica.execute("SELECT * FROM serving_follow(?, every := INTERVAL '50 ms')", [mart_src])
-    for rows in commits[1:]:
-        fact.commit(rows)
-        writer.execute("SELECT * FROM serving_refresh(?)", [lake_source(wh, "orders")])
-        writer.execute("SELECT * FROM serving_publish(?)", [mart_src])
+    publish_each(wh, fact, writer, commits[1:], mart_src)
     wait_for(lambda: status_dict(replica)["lake_snapshot"] == 3, 30, "the replica to apply the third publish")
     mart_table = wh.catalog.get_table("db.mart")
     mart_table.rollback_to(1)
@@ -239,17 +251,8 @@ def test_replica_follower_heals_expired_mart_snapshots(tmp_path):
     wh = Warehouse(tmp_path / "wh")
     fact = create_orders(wh, "orders", ENGINE)
     commits = random_lake_commits(random.Random(74), ENGINE, 3, first=100)
-    writer = connect()
-    mart_src = "paimon:" + wh.path("mart")
-    fact.commit(commits[0])
-    writer.execute("SELECT * FROM serving_build(?)", [lake_source(wh, "orders")])
-    writer.execute("SELECT * FROM serving_publish(?)", [mart_src])
-    replica = connect()
-    replica.execute("SELECT * FROM serving_build(?)", [mart_src])
-    for rows in commits[1:]:
-        fact.commit(rows)
-        writer.execute("SELECT * FROM serving_refresh(?)", [lake_source(wh, "orders")])
-        writer.execute("SELECT * FROM serving_publish(?)", [mart_src])
+    writer, replica, mart_src = publisher_and_replica(wh, fact, commits[0])
+    publish_each(wh, fact, writer, commits[1:], mart_src)
     expire(wh.path("mart"), (1, 2, 3), 4)
     want = read_mart(wh.catalog, "mart")
     replica.execute("SELECT * FROM serving_follow(?, every := INTERVAL '50 ms')", [mart_src])
